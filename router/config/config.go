@@ -1,0 +1,192 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the whole configuration file. The zero value is not useful: use
+// Load or Parse, which apply defaults and validate.
+type Config struct {
+	Kafka          Kafka                  `yaml:"kafka"`
+	SchemaRegistry SchemaRegistry         `yaml:"schema_registry"`
+	Topics         Topics                 `yaml:"topics"`
+	Agents         map[string]*Agent      `yaml:"agents"`
+	Intents        map[string]*IntentType `yaml:"intents"`
+	Router         Router                 `yaml:"router"`
+	HTTP           HTTP                   `yaml:"http"`
+	Log            Log                    `yaml:"log"`
+
+	file string // where it was read from, for messages
+}
+
+// Kafka is how Switchboard reaches the cluster.
+type Kafka struct {
+	// BootstrapServers is a comma-separated host:port list.
+	// SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS overrides it.
+	BootstrapServers string `yaml:"bootstrap_servers"`
+	// GroupID is the router's consumer group. Default "switchboard-router".
+	GroupID string `yaml:"group_id"`
+	// Properties pass through to librdkafka as they are (security.protocol,
+	// sasl.*, ssl.*, linger.ms, …), except those the router owns.
+	Properties map[string]string `yaml:"properties"`
+}
+
+// SchemaRegistry is the Confluent Schema Registry Switchboard writes Avro
+// through. Without a URL, Switchboard writes JSON. SWITCHBOARD_SCHEMA_REGISTRY_URL
+// overrides the URL.
+type SchemaRegistry struct {
+	URL      string `yaml:"url"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// Topics names the topics Switchboard reads and writes.
+type Topics struct {
+	Requests   string `yaml:"requests"`
+	Responses  string `yaml:"responses"`
+	Timeouts   string `yaml:"timeouts"`
+	Results    string `yaml:"results"`
+	DeadLetter string `yaml:"dead_letter"`
+	// Partitions is the partition count of every intent-keyed topic (they
+	// must share it so requests and responses are co-partitioned). Used when
+	// Switchboard creates topics.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor is used when Switchboard creates topics.
+	ReplicationFactor int `yaml:"replication_factor"`
+}
+
+// Encoding of the records Switchboard writes to an agent's topic.
+const (
+	EncodingDefault = ""     // Avro with a schema registry, JSON without
+	EncodingAvro    = "avro" // Confluent wire format; needs schema_registry.url
+	EncodingJSON    = "json" // JSON, whatever the default
+)
+
+// Agent is a destination for intents.
+type Agent struct {
+	// Topic the agent consumes its requests from. Default
+	// "mcp.agent.<name>.request".
+	Topic string `yaml:"topic"`
+	// Encoding of the requests written to Topic: "avro", "json", or empty for
+	// the default.
+	Encoding string `yaml:"encoding"`
+
+	Name string `yaml:"-"`
+}
+
+// IntentType is the route, timeout and fallback of one intent type.
+type IntentType struct {
+	// Agent that serves this intent type (a key of agents).
+	Agent string `yaml:"agent"`
+	// Timeout when the intent does not ask for one. Default router.default_timeout.
+	Timeout Duration `yaml:"timeout"`
+	// MinTimeout and MaxTimeout clamp what an intent asks for with timeout_ms.
+	MinTimeout Duration `yaml:"min_timeout"`
+	MaxTimeout Duration `yaml:"max_timeout"`
+	// Fallback says what a timed-out intent resolves with.
+	Fallback Fallback `yaml:"fallback"`
+
+	Name string `yaml:"-"`
+}
+
+// Fallback is tried in order: the cache, then the static answer, else the
+// intent resolves timed_out.
+type Fallback struct {
+	Cache  *CacheFallback `yaml:"cache"`
+	Static any            `yaml:"static"`
+
+	// StaticJSON is Static as JSON text, set by validation.
+	StaticJSON string `yaml:"-"`
+}
+
+// CacheFallback answers a timed-out intent with the last good answer for the
+// same intent type and cache key.
+type CacheFallback struct {
+	// MaxAge is how old a cached answer may be. Zero means no limit.
+	MaxAge Duration `yaml:"max_age"`
+	// Key is the request field the cache is keyed by: "context_ref" (the
+	// default), "session_id", "tenant" or "none" (one answer per intent type).
+	Key string `yaml:"key"`
+}
+
+// Cache keys.
+const (
+	CacheKeyContextRef = "context_ref"
+	CacheKeySessionID  = "session_id"
+	CacheKeyTenant     = "tenant"
+	CacheKeyNone       = "none"
+)
+
+// Delivery guarantees.
+const (
+	AtLeastOnce = "at_least_once"
+	ExactlyOnce = "exactly_once"
+)
+
+// Router tunes the routing engine.
+type Router struct {
+	// Delivery is at_least_once: offsets are committed once everything a record
+	// caused has been acknowledged by the broker.
+	Delivery string `yaml:"delivery"`
+	// DefaultTimeout applies to intent types that set no timeout. Default 30s.
+	DefaultTimeout Duration `yaml:"default_timeout"`
+	// Tick is the timing wheel's resolution. Default 5ms.
+	Tick Duration `yaml:"tick"`
+	// MaxPending bounds the intents in flight; at the bound the router pauses
+	// fetching requests. Default 1,000,000.
+	MaxPending int `yaml:"max_pending"`
+	// DedupWindow is how long a resolved intent id is remembered, to ignore
+	// duplicate requests and to tell late responses from unknown ones.
+	// Default 10m.
+	DedupWindow Duration `yaml:"dedup_window"`
+	// FallbackCacheSize bounds the fallback cache's entries. Default 100,000.
+	FallbackCacheSize int `yaml:"fallback_cache_size"`
+}
+
+// HTTP is the API's listener.
+type HTTP struct {
+	Listen string `yaml:"listen"`
+	// MaxWait caps ?wait on POST /v1/intents. Default 60s.
+	MaxWait Duration `yaml:"max_wait"`
+	// Results is how many recent results each instance keeps for lookups.
+	// Default 100,000.
+	Results int `yaml:"results"`
+}
+
+// Log sets the log level (debug, info, warn, error) and format (text, json).
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Duration is a time.Duration written as "300ms", "2s", "10m".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes d like "2s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads "300ms", "2s", "10m", "1h30m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write it like 300ms, 2s or 10m", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("%q is negative", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// File is where the configuration was read from ("" when built in code).
+func (c *Config) File() string { return c.file }
+
+// AgentFor returns the agent that serves an intent type.
+func (c *Config) AgentFor(it *IntentType) *Agent { return c.Agents[it.Agent] }

@@ -1,0 +1,124 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+)
+
+func TestShippedExampleLoads(t *testing.T) {
+	c, err := config.Load("../../deploy/examples/switchboard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := c.Intents["fraud_check"]
+	if fc.Timeout.D() != 300*time.Millisecond || fc.Agent != "slow" {
+		t.Fatalf("fraud_check = %+v", fc)
+	}
+	if fc.Fallback.Cache == nil || fc.Fallback.Cache.MaxAge.D() != 10*time.Minute || fc.Fallback.Cache.Key != config.CacheKeyContextRef {
+		t.Fatalf("fraud_check cache fallback = %+v", fc.Fallback.Cache)
+	}
+	if fc.Fallback.StaticJSON != `{"decision":"review"}` {
+		t.Fatalf("static = %s", fc.Fallback.StaticJSON)
+	}
+	if c.Agents["echo"].Topic != "mcp.agent.echo.request" || c.Agents["echo"].Name != "echo" {
+		t.Fatalf("echo agent = %+v", c.Agents["echo"])
+	}
+	if c.Router.Delivery != config.AtLeastOnce || c.Router.DedupWindow.D() != 10*time.Minute {
+		t.Fatalf("router defaults = %+v", c.Router)
+	}
+}
+
+func parse(t *testing.T, y string, env map[string]string) (*config.Config, error) {
+	t.Helper()
+	return config.Parse("sb.yaml", []byte(y), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+func TestErrorsNameFileLineAndKey(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", "kafka: {}\nbogus: 1\nintents: {e: {agent: a}}\nagents: {a: {}}\n", `sb.yaml:2: bogus: unknown key "bogus"`},
+		{"unknown nested key", "agents:\n  a:\n    topik: x\nintents:\n  e: {agent: a}\n", `sb.yaml:3: agents.a.topik: unknown key "topik"`},
+		{"bad duration", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    timeout: fast\n", `sb.yaml:5: intents.e.timeout: "fast" is not a duration`},
+		{"unknown agent", "agents:\n  echo: {}\nintents:\n  e:\n    agent: ecko\n", `sb.yaml:5: intents.e.agent: unknown agent "ecko" (agents are: echo)`},
+		{"owned property", "kafka:\n  properties:\n    enable.auto.commit: \"true\"\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:3: kafka.properties.enable.auto.commit: "enable.auto.commit" cannot be set here`},
+		{"avro without registry", "agents:\n  a: {encoding: avro}\nintents: {e: {agent: a}}\n", `sb.yaml:2: agents.a.encoding: avro needs schema_registry.url`},
+		{"bad cache key", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    fallback:\n      cache: {key: user}\n", `sb.yaml:6: intents.e.fallback.cache.key: "user" is not a cache key`},
+		{"no intents", "agents: {a: {}}\n", `sb.yaml: intents: no intent types configured`},
+		{"exactly once not yet", "agents: {a: {}}\nintents: {e: {agent: a}}\nrouter:\n  delivery: exactly_once\n", `sb.yaml:4: router.delivery: exactly_once is not available yet`},
+		{"duplicate topic", "topics:\n  results: mcp.intent.request\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.results: topic "mcp.intent.request" is also topics.requests`},
+		{"syntax", "agents: [\n", `sb.yaml:`},
+		{"wrong type", "topics:\n  partitions: many\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.partitions: cannot unmarshal`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.yaml, nil)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, tc.want)
+			}
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("errors.Is(err, ErrInvalid) = false for %v", err)
+			}
+		})
+	}
+}
+
+func TestEveryMistakeIsReportedAtOnce(t *testing.T) {
+	_, err := parse(t, "agents: {a: {encoding: xml}}\nintents:\n  e: {agent: b}\nlog: {level: loud}\n", nil)
+	var errs config.Errors
+	if !errors.As(err, &errs) || len(errs) != 3 {
+		t.Fatalf("want 3 errors, got %v", err)
+	}
+	if errs[0].Line > errs[1].Line || errs[1].Line > errs[2].Line {
+		t.Fatalf("not in file order: %v", err)
+	}
+}
+
+func TestEnvironmentOverridesTheFile(t *testing.T) {
+	c, err := parse(t, "kafka: {bootstrap_servers: a:1}\nagents: {a: {}}\nintents: {e: {agent: a}}\n", map[string]string{
+		config.EnvBootstrap:    "b:2",
+		config.EnvRegistryURL:  "http://sr:8081",
+		config.EnvSASLUsername: "u",
+		config.EnvSASLPassword: "p",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.BootstrapServers != "b:2" || c.SchemaRegistry.URL != "http://sr:8081" {
+		t.Fatalf("overrides not applied: %+v %+v", c.Kafka, c.SchemaRegistry)
+	}
+	if c.Kafka.Properties["sasl.username"] != "u" || c.Kafka.Properties["sasl.password"] != "p" {
+		t.Fatalf("sasl overrides not applied: %v", c.Kafka.Properties)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := parse(t, "agents: {summarizer: {}}\nintents: {summarize: {agent: summarizer}}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Agents["summarizer"].Topic; got != "mcp.agent.summarizer.request" {
+		t.Errorf("agent topic default = %q", got)
+	}
+	if got := c.Intents["summarize"].Timeout.D(); got != 30*time.Second {
+		t.Errorf("timeout default = %v", got)
+	}
+	if c.Topics.Requests != config.DefaultRequests || c.Kafka.GroupID != config.DefaultGroupID || c.HTTP.Listen != config.DefaultListen {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := config.Load("/nonexistent/switchboard.yaml")
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v", err)
+	}
+}
