@@ -137,9 +137,9 @@ func NewCodec(opts ...CodecOption) (*Codec, error) {
 		maxBytes: cfg.maxBytes,
 		schemas:  parsed,
 		api: avro.Config{
-			TagKey:               "avro",
-			MaxByteSliceSize:     cfg.maxBytes,
-			MaxSliceAllocSize:    maxAvroItems,
+			TagKey:            "avro",
+			MaxByteSliceSize:  cfg.maxBytes,
+			MaxSliceAllocSize: maxAvroItems,
 		}.Freeze(),
 	}
 	c.avroWriters.New = func() any { return avro.NewWriter(nil, 512, avro.WithWriterConfig(c.api)) }
@@ -270,6 +270,9 @@ func (c *Codec) schemaID(ctx context.Context, topic string, k kind) (uint32, err
 		if id < 0 || uint64(id) > 1<<32-1 {
 			return 0, fmt.Errorf("schemas: registry gave %s the id %d, outside the wire format's range", key.subject, id)
 		}
+		// The registry vouches that id is our schema: records written with
+		// it decode without asking again.
+		c.writerByID.LoadOrStore(uint32(id), writerSchema{schema: c.schemas[k].schema})
 		c.subjectIDs.Store(key, uint32(id))
 		return uint32(id), nil
 	})
