@@ -87,6 +87,10 @@ func checkID(field, v string, maxLen int) error {
 	return nil
 }
 
+// ValidID reports whether s can be an intent id: 1 to MaxIDLen bytes of
+// printable UTF-8 without spaces.
+func ValidID(s string) bool { return checkID("intent_id", s, MaxIDLen) == nil }
+
 // checkType accepts lower-case names such as fraud_check or summarize.v2.
 func checkType(v string) error {
 	if v == "" {

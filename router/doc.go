@@ -1,0 +1,35 @@
+// Package router is Switchboard's engine. It consumes intent requests and
+// agent responses from Kafka, dispatches each intent to its agent's topic,
+// pairs responses with pending intents by id, times intents out on a timing
+// wheel, resolves them with a fallback, and writes exactly one result per
+// intent.
+//
+// # Goroutines
+//
+// Run starts two goroutines and owns both:
+//
+//   - the poll goroutine calls Source.Poll and nothing else that can block for
+//     long; it hands records to the event loop over a bounded channel and
+//     pauses partitions (never blocks) when the loop falls behind or the
+//     pending table is full;
+//   - the event loop (the goroutine that called Run) owns all state: the
+//     pending table, the timing wheel, the fallback cache, the dedup window
+//     and the offset tracker. Records, delivery acknowledgements and wheel
+//     ticks reach it over channels, so the hot path takes no locks.
+//
+// # Delivery
+//
+// at_least_once: a record's offset is stored for commit only after everything
+// it caused has been acknowledged by the broker. A request causes its dispatch
+// and, eventually, its result, so its offset is held until the intent is
+// resolved and the result acknowledged: an instance that dies with intents
+// pending leaves their requests uncommitted, and whoever owns the partition
+// next replays them. Replays may dispatch an intent again and, rarely, write a
+// second result for it; that is what at_least_once means.
+//
+// # What it does not own
+//
+// Kafka clients (router/kafkaio implements Source and Sink with
+// confluent-kafka-go), the wire codec (schemas), the wheel and fallback cache
+// (timeouts), configuration parsing (router/config) and HTTP (api).
+package router

@@ -1,0 +1,485 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/schemas"
+	"github.com/switchboard-mcp/switchboard/timeouts"
+)
+
+// Dead-letter headers: where a record came from and why it was set aside.
+const (
+	HeaderOriginalTopic     = "switchboard.original.topic"
+	HeaderOriginalPartition = "switchboard.original.partition"
+	HeaderOriginalOffset    = "switchboard.original.offset"
+	HeaderErrorClass        = "switchboard.error.class"
+	HeaderErrorMessage      = "switchboard.error.message"
+	HeaderTraceparent       = "traceparent"
+)
+
+// Error classes the router adds to schemas' decoding classes.
+const (
+	ClassInvalidIntent   = "invalid_intent"
+	ClassUnroutable      = "unroutable"
+	ClassInvalidResponse = "invalid_response"
+	ClassEncode          = "encode_failed"
+)
+
+type agentRoute struct {
+	name  string
+	topic string
+	json  bool // the agent asked for JSON requests
+}
+
+type route struct {
+	name        string
+	agent       *agentRoute
+	policy      intents.TimeoutPolicy
+	cacheKey    string // config.CacheKey*; "" when the type has no cache fallback
+	cacheMaxAge time.Duration
+	static      *schemas.JSON
+	m           *routeMetrics
+}
+
+// pending is an intent dispatched and not yet resolved.
+type pending struct {
+	id          string
+	route       *route
+	agent       *agentRoute
+	partition   int32
+	cacheKey    string
+	sessionID   *string
+	tenant      *string
+	traceparent []byte
+	recordTs    int64
+	receivedAt  int64
+	dispatched  int64
+	deadline    int64
+	attempt     int32
+	timer       timeouts.Timer
+	track       *track // the request record, held until the intent resolves
+}
+
+// emitFunc hands an output to the sink; each non-nil track waits for its
+// acknowledgement.
+type emitFunc func(o *Output, a, b *track)
+
+// engine is the router's state machine. It is owned by the event loop and
+// never blocks: every effect is an Output handed to emit.
+type engine struct {
+	topics   config.Topics
+	codec    *schemas.Codec
+	routes   map[string]*route
+	agents   map[string]*agentRoute
+	unknown  *route
+	pending  map[string]*pending
+	wheel    *timeouts.Wheel[*pending]
+	cache    *timeouts.FallbackCache
+	resolved *resolvedWindow
+	m        *metrics
+	log      *slog.Logger
+	emit     emitFunc
+	release  func(*track)
+	failed   func(error)
+	nowMs    int64 // the time of the current tick, for the wheel's callback
+}
+
+func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.Logger, nowMs int64) (*engine, error) {
+	wheel, err := timeouts.NewWheel[*pending](cfg.Router.Tick.D(), nowMs)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{
+		topics:   cfg.Topics,
+		codec:    codec,
+		routes:   map[string]*route{},
+		agents:   map[string]*agentRoute{},
+		pending:  map[string]*pending{},
+		wheel:    wheel,
+		cache:    timeouts.NewFallbackCache(cfg.Router.FallbackCacheSize),
+		resolved: newResolvedWindow(cfg.Router.DedupWindow.D().Milliseconds(), nowMs),
+		m:        m,
+		log:      log,
+		unknown:  &route{name: unknownType, m: m.forRoute(unknownType, "")},
+	}
+	for name, a := range cfg.Agents {
+		e.agents[name] = &agentRoute{name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON}
+	}
+	for name, it := range cfg.Intents {
+		r := &route{
+			name:   name,
+			agent:  e.agents[it.Agent],
+			policy: intents.TimeoutPolicy{Default: it.Timeout.D(), Min: it.MinTimeout.D(), Max: it.MaxTimeout.D()},
+			m:      m.forRoute(name, it.Agent),
+		}
+		if fc := it.Fallback.Cache; fc != nil {
+			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
+		}
+		if it.Fallback.StaticJSON != "" {
+			s := schemas.JSON(it.Fallback.StaticJSON)
+			r.static = &s
+		}
+		e.routes[name] = r
+	}
+	return e, nil
+}
+
+// onRequest handles one record of the requests topic.
+func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
+	var req schemas.IntentRequest
+	if err := e.codec.Decode(rec.Value, &req); err != nil {
+		e.unknown.m.received.Inc()
+		e.reject(rec, t, schemas.ErrorClass(err), err, nil, nowMs)
+		return
+	}
+	if err := intents.Validate(&req); err != nil {
+		e.routeOf(req.IntentType).m.received.Inc()
+		e.reject(rec, t, ClassInvalidIntent, err, &req, nowMs)
+		return
+	}
+	r := e.routes[req.IntentType]
+	if r == nil {
+		e.unknown.m.received.Inc()
+		e.reject(rec, t, ClassUnroutable, fmt.Errorf("no route for intent type %q: add it under intents in the configuration", req.IntentType), &req, nowMs)
+		return
+	}
+	r.m.received.Inc()
+	if rec.TimestampMs <= 0 {
+		rec.TimestampMs = nowMs // a record without a timestamp starts its timeout now
+	}
+	agent := r.agent
+	if req.TargetAgent != nil && *req.TargetAgent != agent.name {
+		agent = e.agents[*req.TargetAgent]
+		if agent == nil {
+			e.reject(rec, t, ClassUnroutable, fmt.Errorf("target_agent %q is not a configured agent", *req.TargetAgent), &req, nowMs)
+			return
+		}
+	}
+	if _, dup := e.pending[req.IntentID]; dup {
+		e.m.dupIntents.Inc()
+		return
+	}
+	if _, dup := e.resolved.get(req.IntentID); dup {
+		e.m.dupIntents.Inc()
+		return
+	}
+	p := &pending{
+		id:         req.IntentID,
+		route:      r,
+		agent:      agent,
+		partition:  rec.Partition,
+		cacheKey:   cacheKeyOf(r.cacheKey, &req),
+		sessionID:  req.SessionID,
+		tenant:     req.Tenant,
+		recordTs:   rec.TimestampMs,
+		receivedAt: nowMs,
+		deadline:   intents.Deadline(rec.TimestampMs, req.TimeoutMs, r.policy),
+		attempt:    1,
+		track:      t,
+	}
+	if req.Traceparent != nil {
+		p.traceparent = []byte(*req.Traceparent)
+	}
+	t.hold() // released when the intent resolves
+	if p.deadline <= nowMs {
+		e.timeOut(p, nowMs, schemas.ReasonExpiredOnArrival)
+		return
+	}
+	ar := &schemas.AgentRequest{
+		IntentID:    req.IntentID,
+		IntentType:  req.IntentType,
+		Agent:       agent.name,
+		Payload:     req.Payload,
+		ContextRef:  req.ContextRef,
+		Deadline:    p.deadline,
+		Attempt:     p.attempt,
+		SessionID:   req.SessionID,
+		Tenant:      req.Tenant,
+		Traceparent: req.Traceparent,
+	}
+	var value []byte
+	var err error
+	if agent.json {
+		value, err = e.codec.EncodeAs(schemas.EncodingJSON, agent.topic, ar)
+	} else {
+		value, err = e.codec.Encode(agent.topic, ar)
+	}
+	if err != nil {
+		e.encodeFailed(t, err)
+		return
+	}
+	p.dispatched = nowMs
+	e.pending[p.id] = p
+	p.timer = e.wheel.Schedule(p.deadline, p)
+	e.emit(&Output{Topic: agent.topic, Key: rec.Key, Value: value, Headers: p.headers()}, t, nil)
+	r.m.dispatched.Inc()
+}
+
+// onResponse handles one record of the responses topic.
+func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
+	var resp schemas.AgentResponse
+	if err := e.codec.Decode(rec.Value, &resp); err != nil {
+		e.deadLetter(rec, t, schemas.ErrorClass(err), err)
+		return
+	}
+	if resp.RequestID == "" {
+		e.deadLetter(rec, t, ClassInvalidResponse, errors.New(`field "request_id" is required`))
+		return
+	}
+	p := e.pending[resp.RequestID]
+	if p == nil {
+		e.onStrayResponse(&resp, nowMs)
+		return
+	}
+	switch resp.Status {
+	case schemas.StatusOK:
+		if resp.Answer != nil && p.route.cacheKey != "" {
+			e.cache.Put(p.route.name, p.cacheKey, string(*resp.Answer), nowMs)
+		}
+		e.resolve(p, schemas.OutcomeAnswered, resp.Answer, nil, rec.TimestampMs, nowMs, t)
+	case schemas.StatusError:
+		info := resp.Error
+		if info == nil {
+			info = &schemas.ErrorInfo{Code: "agent_error", Message: "the agent reported an error without details"}
+		}
+		e.resolve(p, schemas.OutcomeAgentError, nil, info, rec.TimestampMs, nowMs, t)
+	case schemas.StatusProgress:
+		e.m.progress.Inc()
+	default:
+		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
+	}
+}
+
+// onStrayResponse handles a response for an intent that is not pending: late
+// (it timed out: the answer refreshes the fallback cache), duplicate (it was
+// already answered: ignored) or unknown.
+func (e *engine) onStrayResponse(resp *schemas.AgentResponse, nowMs int64) {
+	done, ok := e.resolved.get(resp.RequestID)
+	if !ok {
+		e.m.unknownResp.Inc()
+		e.log.Debug("response for an unknown intent", "intent_id", resp.RequestID, "agent", resp.Agent)
+		return
+	}
+	if done.outcome == schemas.OutcomeAnswered || done.outcome == schemas.OutcomeAgentError {
+		e.m.dupResponses.Inc()
+		return
+	}
+	done.route.m.late.Inc()
+	if resp.Status == schemas.StatusOK && resp.Answer != nil && done.route.cacheKey != "" {
+		e.cache.Put(done.route.name, done.cacheKey, string(*resp.Answer), nowMs)
+	}
+}
+
+// tick advances the wheel and the dedup window to nowMs.
+func (e *engine) tick(nowMs int64) {
+	e.nowMs = nowMs
+	e.wheel.Advance(nowMs, e.onExpire)
+	e.resolved.rotate(nowMs)
+}
+
+// onExpire is the wheel's callback: an intent's deadline passed.
+func (e *engine) onExpire(_ int64, p *pending) {
+	p.timer = timeouts.Timer{}
+	e.timeOut(p, e.nowMs, schemas.ReasonDeadline)
+}
+
+// timeOut publishes the timeout event and resolves the intent with its
+// fallback: the cache, else the static answer, else timed_out.
+func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason) {
+	outcome, kind := schemas.OutcomeTimedOut, schemas.FallbackNone
+	var answer *schemas.JSON
+	if p.route.cacheKey != "" {
+		if a, _, ok := e.cache.Get(p.route.name, p.cacheKey, p.route.cacheMaxAge, nowMs); ok {
+			j := schemas.JSON(a)
+			answer, outcome, kind = &j, schemas.OutcomeFallbackCache, schemas.FallbackCache
+		}
+	}
+	if answer == nil && p.route.static != nil {
+		answer, outcome, kind = p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
+	}
+	agent := ""
+	if p.agent != nil {
+		agent = p.agent.name
+	}
+	ev := &schemas.IntentTimeout{
+		IntentID:   p.id,
+		IntentType: p.route.name,
+		Agent:      agent,
+		Deadline:   p.deadline,
+		TimedOutAt: nowMs,
+		ElapsedMs:  nowMs - p.recordTs,
+		Reason:     reason,
+		Fallback:   kind,
+	}
+	value, err := e.codec.Encode(e.topics.Timeouts, ev)
+	if err != nil {
+		e.encodeFailed(p.track, err)
+		return
+	}
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, p.track, nil)
+	if c := p.route.m.timeouts[reason]; c != nil {
+		c.Inc()
+	}
+	e.resolve(p, outcome, answer, nil, 0, nowMs, nil)
+}
+
+// resolve writes the intent's one result and forgets it.
+func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
+	if p.timer != (timeouts.Timer{}) {
+		e.wheel.Cancel(p.timer)
+		p.timer = timeouts.Timer{}
+	}
+	delete(e.pending, p.id)
+	agent := ""
+	if p.agent != nil {
+		agent = p.agent.name
+	}
+	res := &schemas.IntentResult{
+		IntentID:   p.id,
+		IntentType: p.route.name,
+		Agent:      agent,
+		Outcome:    outcome,
+		Answer:     answer,
+		Error:      errInfo,
+		SessionID:  p.sessionID,
+		Tenant:     p.tenant,
+		Attempts:   p.attempt,
+		Timeline: schemas.Timeline{
+			ReceivedAt: p.receivedAt,
+			ResolvedAt: nowMs,
+			Deadline:   p.deadline,
+		},
+	}
+	if p.dispatched != 0 {
+		res.Timeline.DispatchedAt = &p.dispatched
+	}
+	if answeredAt != 0 {
+		res.Timeline.AnsweredAt = &answeredAt
+	}
+	e.resolved.add(p.id, resolvedEntry{route: p.route, cacheKey: p.cacheKey, outcome: outcome})
+	value, err := e.codec.Encode(e.topics.Results, res)
+	if err != nil {
+		e.encodeFailed(p.track, err)
+		e.release(p.track)
+		return
+	}
+	e.emit(&Output{Topic: e.topics.Results, Key: []byte(p.id), Value: value, Headers: p.headers()}, p.track, cause)
+	e.release(p.track) // the hold taken when the intent was accepted
+	p.route.m.resolved[outcome].Inc()
+	if p.recordTs > 0 {
+		p.route.m.seconds[outcome].Observe(float64(nowMs-p.recordTs) / 1000)
+	}
+}
+
+// reject dead-letters a request and, when its id is readable, resolves it
+// rejected so the caller hears why.
+func (e *engine) reject(rec *Record, t *track, class string, cause error, req *schemas.IntentRequest, nowMs int64) {
+	e.deadLetter(rec, t, class, cause)
+	id := ""
+	if req != nil && validID(req.IntentID) {
+		id = req.IntentID
+	} else if validID(string(rec.Key)) {
+		id = string(rec.Key)
+	}
+	if id == "" {
+		return
+	}
+	if _, dup := e.pending[id]; dup {
+		return
+	}
+	r := e.unknown
+	p := &pending{id: id, route: r, recordTs: rec.TimestampMs, receivedAt: nowMs, track: t}
+	if req != nil {
+		if known := e.routes[req.IntentType]; known != nil {
+			p.route = known
+		} else if intents.ValidName(req.IntentType) {
+			p.route = &route{name: req.IntentType, m: r.m}
+		}
+		p.sessionID, p.tenant = req.SessionID, req.Tenant
+	}
+	t.hold()
+	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, nil)
+}
+
+// deadLetter copies a record to the dead-letter topic with where it came from
+// and why.
+func (e *engine) deadLetter(rec *Record, t *track, class string, cause error) {
+	msg := cause.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	h := make([]Header, 0, len(rec.Headers)+5)
+	h = append(h, rec.Headers...)
+	h = append(h,
+		Header{HeaderOriginalTopic, []byte(rec.Topic)},
+		Header{HeaderOriginalPartition, strconv.AppendInt(nil, int64(rec.Partition), 10)},
+		Header{HeaderOriginalOffset, strconv.AppendInt(nil, rec.Offset, 10)},
+		Header{HeaderErrorClass, []byte(class)},
+		Header{HeaderErrorMessage, []byte(msg)},
+	)
+	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	e.m.deadLettered.WithLabelValues(rec.Topic, class).Inc()
+	e.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "class", class, "error", msg)
+}
+
+func (e *engine) encodeFailed(t *track, err error) {
+	e.failed(fmt.Errorf("router: encoding an output: %w", err))
+	if t != nil {
+		t.failed = true
+	}
+}
+
+// forgetPartition drops the pending intents of a revoked requests partition:
+// their requests were not committed, so the partition's next owner replays
+// them.
+func (e *engine) forgetPartition(partition int32) int {
+	n := 0
+	for id, p := range e.pending {
+		if p.partition == partition {
+			if p.timer != (timeouts.Timer{}) {
+				e.wheel.Cancel(p.timer)
+			}
+			delete(e.pending, id)
+			n++
+		}
+	}
+	return n
+}
+
+func (e *engine) routeOf(intentType string) *route {
+	if r := e.routes[intentType]; r != nil {
+		return r
+	}
+	return e.unknown
+}
+
+func (p *pending) headers() []Header {
+	if p.traceparent == nil {
+		return nil
+	}
+	return []Header{{HeaderTraceparent, p.traceparent}}
+}
+
+func cacheKeyOf(key string, req *schemas.IntentRequest) string {
+	var v *string
+	switch key {
+	case config.CacheKeyContextRef:
+		v = req.ContextRef
+	case config.CacheKeySessionID:
+		v = req.SessionID
+	case config.CacheKeyTenant:
+		v = req.Tenant
+	}
+	if v == nil {
+		return ""
+	}
+	return *v
+}
+
+func validID(s string) bool { return intents.ValidID(s) }

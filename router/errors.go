@@ -1,0 +1,15 @@
+package router
+
+import "errors"
+
+var (
+	// ErrMissingDependency is returned by New when the config, codec, source
+	// or sink is nil.
+	ErrMissingDependency = errors.New("router: New needs a config, a codec, a source and a sink")
+	// ErrAlreadyStarted is returned by a second call to Run.
+	ErrAlreadyStarted = errors.New("router: Run called twice")
+	// ErrNotStarted is what Ready reports before Run.
+	ErrNotStarted = errors.New("router: not started")
+	// ErrStopped is what Ready reports after Run returned.
+	ErrStopped = errors.New("router: stopped")
+)

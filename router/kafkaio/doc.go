@@ -1,0 +1,13 @@
+// Package kafkaio connects Switchboard to Kafka with confluent-kafka-go
+// (librdkafka). It implements the router's Source and Sink, and gives the rest
+// of Switchboard (the API, the command line, the demo agents) the few Kafka
+// operations they share: producing with the settings every intent-keyed topic
+// needs, reading a topic from its end or its beginning without a consumer
+// group, and creating topics.
+//
+// Settings the router owns are set here and cannot be overridden through
+// kafka.properties: the murmur2_random partitioner (the Java client's, so
+// agents in any language land a response on its request's partition number),
+// idempotent producers, the range assignor, read_committed, and offsets that
+// are stored only when the router says so.
+package kafkaio

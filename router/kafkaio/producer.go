@@ -1,0 +1,83 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// Producer publishes records and waits for the broker's acknowledgement: the
+// client the API, the command line and the demo agents publish with. It is
+// safe for concurrent use.
+type Producer struct {
+	p         *kafka.Producer
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewProducer creates an idempotent producer with the murmur2 partitioner.
+func NewProducer(s Settings) (*Producer, error) {
+	cm, err := s.configMap(producerSettings)
+	if err != nil {
+		return nil, err
+	}
+	p, err := kafka.NewProducer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: creating the producer: %w", err)
+	}
+	k := &Producer{p: p}
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		for ev := range p.Events() {
+			if m, ok := ev.(*kafka.Message); ok {
+				if ch, ok := m.Opaque.(chan error); ok {
+					ch <- m.TopicPartition.Error
+				}
+			}
+		}
+	}()
+	return k, nil
+}
+
+// Send publishes one record and waits until the broker acknowledged it or ctx
+// ended. A zero timestamp lets the client stamp the record.
+func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, headers []router.Header, ts time.Time) error {
+	done := make(chan error, 1)
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            key,
+		Value:          value,
+		Timestamp:      ts,
+		Opaque:         done,
+	}
+	for _, h := range headers {
+		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	if err := k.p.Produce(msg, nil); err != nil {
+		return fmt.Errorf("kafkaio: producing to %s: %w", topic, err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("kafkaio: delivering to %s: %w", topic, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes for up to timeout and releases the producer. It is idempotent.
+func (k *Producer) Close(timeout time.Duration) {
+	k.closeOnce.Do(func() {
+		k.p.Flush(int(timeout.Milliseconds()))
+		k.p.Close()
+		k.wg.Wait()
+	})
+}

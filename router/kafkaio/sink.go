@@ -1,0 +1,98 @@
+package kafkaio
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// Sink is an idempotent producer whose delivery reports come back as
+// router.Acks.
+type Sink struct {
+	p            *kafka.Producer
+	acks         chan router.Ack
+	closing      chan struct{}
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+	flushTimeout time.Duration
+}
+
+var _ router.Sink = (*Sink)(nil)
+
+// NewSink creates the producer. flushTimeout bounds Close.
+func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
+	cm, err := s.configMap(producerSettings)
+	if err != nil {
+		return nil, err
+	}
+	p, err := kafka.NewProducer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: creating the producer: %w", err)
+	}
+	k := &Sink{p: p, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout}
+	k.wg.Add(1)
+	go k.reports()
+	return k, nil
+}
+
+// reports turns delivery reports into Acks until the producer closes.
+func (k *Sink) reports() {
+	defer k.wg.Done()
+	for ev := range k.p.Events() {
+		m, ok := ev.(*kafka.Message)
+		if !ok {
+			continue // client-level errors are retried by librdkafka and logged by it
+		}
+		select {
+		case k.acks <- router.Ack{Opaque: m.Opaque, Err: m.TopicPartition.Error}:
+		case <-k.closing:
+		}
+	}
+}
+
+// Produce implements router.Sink. When librdkafka's queue is full it waits
+// for a little room (up to a second) rather than failing at once.
+func (k *Sink) Produce(o *router.Output, opaque any) error {
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &o.Topic, Partition: kafka.PartitionAny},
+		Key:            o.Key,
+		Value:          o.Value,
+		Opaque:         opaque,
+	}
+	if len(o.Headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(o.Headers))
+		for i, h := range o.Headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	for try := 0; ; try++ {
+		err := k.p.Produce(msg, nil)
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull || try == 100 {
+			return err
+		}
+		k.p.Flush(10)
+	}
+}
+
+// Acks implements router.Sink.
+func (k *Sink) Acks() <-chan router.Ack { return k.acks }
+
+// Close flushes for up to the flush timeout and closes the producer.
+func (k *Sink) Close() error {
+	var err error
+	k.closeOnce.Do(func() {
+		if left := k.p.Flush(int(k.flushTimeout.Milliseconds())); left > 0 {
+			err = fmt.Errorf("kafkaio: %d outputs not delivered before close", left)
+		}
+		close(k.closing)
+		k.p.Close()
+		k.wg.Wait()
+	})
+	return err
+}

@@ -1,0 +1,113 @@
+package kafkaio
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// retryClock paces metadata retries; a package variable so the rest of the
+// package stays free of wall-clock calls.
+var retryClock = clockwork.NewRealClock()
+
+func tailID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Tail reads every partition of topic without joining a consumer group (so
+// every reader sees every record) until ctx ends or fn returns an error. It
+// starts at each partition's end, or at its beginning when fromBeginning is
+// set, and reads committed records only. ready, if not nil, is called once the
+// start offsets are fixed: a record produced after ready returns will be seen.
+func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, ready func(), fn func(*router.Record) error) error {
+	cm, err := s.configMap(kafka.ConfigMap{
+		// Assign, never Subscribe: the group id is required by the client but
+		// no group is joined and nothing is committed.
+		"group.id":             "switchboard-tail-" + tailID(),
+		"enable.auto.commit":   false,
+		"isolation.level":      "read_committed",
+		"enable.partition.eof": false,
+	})
+	if err != nil {
+		return err
+	}
+	c, err := kafka.NewConsumer(cm)
+	if err != nil {
+		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
+	}
+	defer c.Close()
+
+	start, err := startOffsets(ctx, c, topic, fromBeginning)
+	if err != nil {
+		return err
+	}
+	if err := c.Assign(start); err != nil {
+		return fmt.Errorf("kafkaio: assigning %s: %w", topic, err)
+	}
+	if ready != nil {
+		ready()
+	}
+	for ctx.Err() == nil {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				continue
+			}
+			rec := &router.Record{Topic: topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value}
+			if e.TimestampType != kafka.TimestampNotAvailable {
+				rec.TimestampMs = e.Timestamp.UnixMilli()
+			}
+			for _, h := range e.Headers {
+				rec.Headers = append(rec.Headers, router.Header{Key: h.Key, Value: h.Value})
+			}
+			if err := fn(rec); err != nil {
+				return err
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("kafkaio: reading %s: %w", topic, e)
+			}
+		}
+	}
+	return nil
+}
+
+// startOffsets asks the broker for every partition of topic and where to
+// start in each. It retries until ctx ends while the topic does not exist yet.
+func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+	for {
+		md, err := c.GetMetadata(&topic, false, 5000)
+		if err == nil {
+			if t, ok := md.Topics[topic]; ok && t.Error.Code() == kafka.ErrNoError && len(t.Partitions) > 0 {
+				out := make([]kafka.TopicPartition, 0, len(t.Partitions))
+				for _, p := range t.Partitions {
+					off := kafka.OffsetBeginning
+					if !fromBeginning {
+						_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
+						if err != nil {
+							return nil, fmt.Errorf("kafkaio: reading the end of %s[%d]: %w", topic, p.ID, err)
+						}
+						off = kafka.Offset(high)
+					}
+					out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: off})
+				}
+				return out, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafkaio: topic %s is not available: %w", topic, ctx.Err())
+		case <-retryClock.After(200 * time.Millisecond):
+		}
+	}
+}

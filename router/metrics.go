@@ -1,0 +1,126 @@
+package router
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// unknownType labels records whose intent type is not configured, so a bad
+// producer cannot create unbounded label values.
+const unknownType = "_unknown"
+
+type metrics struct {
+	received        *prometheus.CounterVec
+	dispatched      *prometheus.CounterVec
+	resolved        *prometheus.CounterVec
+	resolveSeconds  *prometheus.HistogramVec
+	timeouts        *prometheus.CounterVec
+	pending         prometheus.Gauge
+	lateResponses   *prometheus.CounterVec
+	dupResponses    prometheus.Counter
+	unknownResp     prometheus.Counter
+	progress        prometheus.Counter
+	dupIntents      prometheus.Counter
+	deadLettered    *prometheus.CounterVec
+	deliveryFailed  prometheus.Counter
+	paused          prometheus.Gauge
+	uncommitted     prometheus.Gauge
+	fallbackEntries prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_intents_received_total", Help: "Intent requests consumed, by intent type.",
+		}, []string{"intent_type"}),
+		dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_intents_dispatched_total", Help: "Intents dispatched to an agent's topic, by agent.",
+		}, []string{"agent"}),
+		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_intents_resolved_total", Help: "Intents resolved, by intent type and outcome.",
+		}, []string{"intent_type", "outcome"}),
+		resolveSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_intent_resolve_duration_seconds",
+			Help:    "Time from the request record's timestamp to resolution, by intent type and outcome.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"intent_type", "outcome"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_intent_timeouts_total", Help: "Timeout events published, by intent type and reason.",
+		}, []string{"intent_type", "reason"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_intents_pending", Help: "Intents dispatched and not yet resolved.",
+		}),
+		lateResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_responses_late_total", Help: "Agent responses that arrived after their intent was resolved (they refresh the fallback cache).",
+		}, []string{"intent_type"}),
+		dupResponses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_responses_duplicate_total", Help: "Agent responses for an intent already answered (ignored).",
+		}),
+		unknownResp: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_responses_unknown_total", Help: "Agent responses for an intent this instance does not know.",
+		}),
+		progress: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_responses_progress_total", Help: "Agent progress messages received.",
+		}),
+		dupIntents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_intents_duplicate_total", Help: "Intent requests whose id was already pending or recently resolved (not dispatched again).",
+		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_records_dead_lettered_total", Help: "Records copied to the dead-letter topic, by source topic and error class.",
+		}, []string{"topic", "class"}),
+		deliveryFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_delivery_failures_total", Help: "Outputs the broker did not acknowledge; their source offsets are not committed.",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_fetch_paused", Help: "1 while the router has paused fetching (back-pressure), else 0.",
+		}),
+		uncommitted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_records_uncommitted", Help: "Consumed records whose offsets are not yet committable.",
+		}),
+		fallbackEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_fallback_cache_entries", Help: "Answers held in the fallback cache.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
+		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
+		m.paused, m.uncommitted, m.fallbackEntries} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// routeMetrics are one intent type's series, resolved once so the hot path
+// does no label lookups.
+type routeMetrics struct {
+	received   prometheus.Counter
+	dispatched prometheus.Counter
+	late       prometheus.Counter
+	resolved   map[schemas.Outcome]prometheus.Counter
+	seconds    map[schemas.Outcome]prometheus.Observer
+	timeouts   map[schemas.TimeoutReason]prometheus.Counter
+}
+
+func (m *metrics) forRoute(intentType, agent string) *routeMetrics {
+	rm := &routeMetrics{
+		received: m.received.WithLabelValues(intentType),
+		late:     m.lateResponses.WithLabelValues(intentType),
+		resolved: map[schemas.Outcome]prometheus.Counter{},
+		seconds:  map[schemas.Outcome]prometheus.Observer{},
+		timeouts: map[schemas.TimeoutReason]prometheus.Counter{},
+	}
+	if agent != "" {
+		rm.dispatched = m.dispatched.WithLabelValues(agent)
+	}
+	for _, o := range intents.Outcomes {
+		rm.resolved[o] = m.resolved.WithLabelValues(intentType, string(o))
+		rm.seconds[o] = m.resolveSeconds.WithLabelValues(intentType, string(o))
+	}
+	for _, r := range []schemas.TimeoutReason{schemas.ReasonDeadline, schemas.ReasonExpiredOnArrival} {
+		rm.timeouts[r] = m.timeouts.WithLabelValues(intentType, string(r))
+	}
+	return rm
+}

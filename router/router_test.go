@@ -1,0 +1,543 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/routertest"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+const testConfig = `
+agents:
+  echo: {}
+  slow: {}
+intents:
+  echo:        {agent: echo, timeout: 2s}
+  fraud_check: {agent: slow, timeout: 300ms, fallback: {cache: {max_age: 10m}, static: {decision: review}}}
+  plain:       {agent: slow, timeout: 1s, min_timeout: 100ms, max_timeout: 5s}
+router:
+  max_pending: 3
+`
+
+const (
+	requests  = config.DefaultRequests
+	responses = config.DefaultResponses
+	results   = config.DefaultResults
+	timeoutsT = config.DefaultTimeouts
+	dlq       = config.DefaultDeadLetter
+	echoTopic = "mcp.agent.echo.request"
+	slowTopic = "mcp.agent.slow.request"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	clock  *clockwork.FakeClock
+	src    *routertest.Source
+	sink   *routertest.Sink
+	codec  *schemas.Codec
+	reg    *prometheus.Registry
+	r      *router.Router
+	offset map[string]int64
+}
+
+func start(t *testing.T, yaml string) *harness {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	h := &harness{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(t0), src: routertest.NewSource(), sink: routertest.NewSink(), codec: codec, reg: prometheus.NewRegistry(), offset: map[string]int64{}}
+	h.r, err = router.New(cfg, codec, h.src, h.sink, router.WithClock(h.clock), router.WithRegisterer(h.reg),
+		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.r.Run(ctx) }()
+	// The event loop's one ticker is the only fake-clock waiter.
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return h
+}
+
+// push hands the router one record at the next offset of its topic, stamped
+// with the fake clock's now unless ts says otherwise.
+func (h *harness) push(topic string, key string, rec schemas.Record, ts ...time.Time) int64 {
+	h.t.Helper()
+	b, err := h.codec.Encode(topic, rec)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.pushRaw(topic, key, b, ts...)
+}
+
+func (h *harness) pushRaw(topic, key string, value []byte, ts ...time.Time) int64 {
+	stamp := h.clock.Now()
+	if len(ts) > 0 {
+		stamp = ts[0]
+	}
+	off := h.offset[topic]
+	h.offset[topic]++
+	h.src.Push(&router.Record{Topic: topic, Partition: 0, Offset: off, Key: []byte(key), Value: value, TimestampMs: stamp.UnixMilli()})
+	return off
+}
+
+func (h *harness) request(id, typ, payload string, edit ...func(*schemas.IntentRequest)) int64 {
+	req := &schemas.IntentRequest{IntentID: id, IntentType: typ, Payload: schemas.JSON(payload)}
+	for _, e := range edit {
+		e(req)
+	}
+	return h.push(requests, id, req)
+}
+
+func (h *harness) answer(id, agent, answer string) int64 {
+	a := schemas.JSON(answer)
+	return h.push(responses, id, &schemas.AgentResponse{RequestID: id, Agent: agent, Status: schemas.StatusOK, Answer: &a})
+}
+
+// wait returns the n-th output (1-based) of topic, waiting for it.
+func (h *harness) wait(topic string, n int) router.Output {
+	h.t.Helper()
+	outs, err := h.sink.WaitFor(h.ctx, topic, n)
+	if err != nil {
+		h.t.Fatalf("waiting for output %d on %s: %v (have %d)", n, topic, err, len(outs))
+	}
+	return outs[n-1]
+}
+
+func (h *harness) result(n int) *schemas.IntentResult {
+	h.t.Helper()
+	var res schemas.IntentResult
+	if err := h.codec.Decode(h.wait(results, n).Value, &res); err != nil {
+		h.t.Fatal(err)
+	}
+	return &res
+}
+
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.clock.Advance(d)
+}
+
+// settle waits until the router has handled everything pushed so far: it
+// pushes a marker intent of an unknown type and waits for its rejection.
+func (h *harness) settle() {
+	h.t.Helper()
+	n := h.sink.Count(dlq)
+	h.pushRaw(requests, "", []byte("marker"))
+	h.wait(dlq, n+1)
+}
+
+func (h *harness) counter(name string, labels ...string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				total += c.GetValue()
+			} else if g := m.GetGauge(); g != nil {
+				total += g.GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func TestAnsweredRoundTrip(t *testing.T) {
+	h := start(t, testConfig)
+	h.request("i-1", "echo", `{"q":1}`, func(r *schemas.IntentRequest) { r.SessionID = schemas.Ptr("s-1") })
+
+	var ar schemas.AgentRequest
+	if err := h.codec.Decode(h.wait(echoTopic, 1).Value, &ar); err != nil {
+		t.Fatal(err)
+	}
+	if ar.IntentID != "i-1" || ar.Agent != "echo" || ar.Attempt != 1 || string(ar.Payload) != `{"q":1}` {
+		t.Fatalf("dispatched %+v", ar)
+	}
+	if want := t0.Add(2 * time.Second).UnixMilli(); ar.Deadline != want {
+		t.Fatalf("deadline = %d, want record timestamp + 2s = %d", ar.Deadline, want)
+	}
+	if k := string(h.wait(echoTopic, 1).Key); k != "i-1" {
+		t.Fatalf("dispatch key = %q", k)
+	}
+
+	h.answer("i-1", "echo", `{"echo":{"q":1}}`)
+	res := h.result(1)
+	if res.Outcome != schemas.OutcomeAnswered || res.Answer == nil || string(*res.Answer) != `{"echo":{"q":1}}` {
+		t.Fatalf("result %+v", res)
+	}
+	if res.SessionID == nil || *res.SessionID != "s-1" || res.Attempts != 1 || res.Agent != "echo" {
+		t.Fatalf("result fields %+v", res)
+	}
+	if res.Timeline.DispatchedAt == nil || res.Timeline.AnsweredAt == nil || res.Timeline.Deadline != ar.Deadline {
+		t.Fatalf("timeline %+v", res.Timeline)
+	}
+	if h.sink.Count(timeoutsT) != 0 {
+		t.Fatal("an answered intent published a timeout event")
+	}
+	// Both records are done once the result is acknowledged.
+	err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool {
+		return s.Stored(router.TopicPartition{Topic: requests}) == 1 && s.Stored(router.TopicPartition{Topic: responses}) == 1
+	})
+	if err != nil {
+		t.Fatalf("offsets not stored: requests=%d responses=%d", h.src.Stored(router.TopicPartition{Topic: requests}), h.src.Stored(router.TopicPartition{Topic: responses}))
+	}
+	if got := h.counter("switchboard_intents_resolved_total", "intent_type", "echo", "outcome", "answered"); got != 1 {
+		t.Fatalf("resolved metric = %v", got)
+	}
+}
+
+func TestTimeoutFallsBackToStaticThenToTheLateAnswer(t *testing.T) {
+	h := start(t, testConfig)
+	ref := func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("user-1") }
+	h.request("f-1", "fraud_check", `{"amount":1}`, ref)
+	h.wait(slowTopic, 1)
+
+	h.advance(299 * time.Millisecond)
+	h.settle()
+	if h.sink.Count(results) != 0 {
+		t.Fatal("resolved before the deadline")
+	}
+	h.advance(10 * time.Millisecond)
+	var to schemas.IntentTimeout
+	if err := h.codec.Decode(h.wait(timeoutsT, 1).Value, &to); err != nil {
+		t.Fatal(err)
+	}
+	if to.IntentID != "f-1" || to.Reason != schemas.ReasonDeadline || to.Fallback != schemas.FallbackStatic || to.Agent != "slow" {
+		t.Fatalf("timeout event %+v", to)
+	}
+	res := h.result(1)
+	if res.Outcome != schemas.OutcomeFallbackStatic || res.Answer == nil || string(*res.Answer) != `{"decision":"review"}` {
+		t.Fatalf("result %+v", res)
+	}
+
+	// The slow agent answers after the deadline: no second result, but the
+	// answer refreshes the fallback cache.
+	h.answer("f-1", "slow", `{"decision":"approve","score":0.1}`)
+	h.settle()
+	if n := h.sink.Count(results); n != 1 {
+		t.Fatalf("%d results for one intent", n)
+	}
+	if got := h.counter("switchboard_responses_late_total"); got != 1 {
+		t.Fatalf("late responses = %v", got)
+	}
+
+	h.request("f-2", "fraud_check", `{"amount":2}`, ref)
+	h.wait(slowTopic, 2)
+	h.advance(400 * time.Millisecond)
+	res = h.result(2)
+	if res.IntentID != "f-2" || res.Outcome != schemas.OutcomeFallbackCache || string(*res.Answer) != `{"decision":"approve","score":0.1}` {
+		t.Fatalf("second result %+v", res)
+	}
+	if to := h.wait(timeoutsT, 2); !strings.Contains(string(to.Value), `"fallback":"cache"`) {
+		t.Fatalf("second timeout event %s", to.Value)
+	}
+
+	// Another entity has no cached answer: static again.
+	h.request("f-3", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("user-2") })
+	h.wait(slowTopic, 3)
+	h.advance(400 * time.Millisecond)
+	if res := h.result(3); res.Outcome != schemas.OutcomeFallbackStatic {
+		t.Fatalf("other entity: %+v", res)
+	}
+}
+
+func TestTimeoutWithoutFallbackIsTimedOut(t *testing.T) {
+	h := start(t, testConfig)
+	h.request("p-1", "plain", `{}`, func(r *schemas.IntentRequest) { r.TimeoutMs = schemas.Ptr(int64(10)) }) // clamped to 100ms
+	h.wait(slowTopic, 1)
+	h.advance(99 * time.Millisecond)
+	h.settle()
+	if h.sink.Count(results) != 0 {
+		t.Fatal("min_timeout not applied")
+	}
+	h.advance(2 * time.Millisecond)
+	if res := h.result(1); res.Outcome != schemas.OutcomeTimedOut || res.Answer != nil {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestExpiredOnArrivalIsNeverDispatched(t *testing.T) {
+	h := start(t, testConfig)
+	old := t0.Add(-5 * time.Second)
+	h.push(requests, "e-1", &schemas.IntentRequest{IntentID: "e-1", IntentType: "fraud_check", Payload: "{}"}, old)
+	var to schemas.IntentTimeout
+	if err := h.codec.Decode(h.wait(timeoutsT, 1).Value, &to); err != nil {
+		t.Fatal(err)
+	}
+	if to.Reason != schemas.ReasonExpiredOnArrival || to.Deadline != old.Add(300*time.Millisecond).UnixMilli() {
+		t.Fatalf("timeout %+v", to)
+	}
+	if res := h.result(1); res.Outcome != schemas.OutcomeFallbackStatic || res.Timeline.DispatchedAt != nil {
+		t.Fatalf("result %+v", res)
+	}
+	h.settle()
+	if h.sink.Count(slowTopic) != 0 {
+		t.Fatal("an expired intent was dispatched")
+	}
+}
+
+func TestDuplicatesNeverDispatchOrResolveTwice(t *testing.T) {
+	h := start(t, testConfig)
+	h.request("d-1", "echo", `{}`)
+	h.request("d-1", "echo", `{}`) // while pending
+	h.wait(echoTopic, 1)
+	h.answer("d-1", "echo", `1`)
+	h.result(1)
+	h.answer("d-1", "echo", `2`)   // duplicate response
+	h.request("d-1", "echo", `{}`) // after resolution
+	h.settle()
+	if n := h.sink.Count(echoTopic); n != 1 {
+		t.Fatalf("dispatched %d times", n)
+	}
+	if n := h.sink.Count(results); n != 1 {
+		t.Fatalf("%d results", n)
+	}
+	if got := h.counter("switchboard_intents_duplicate_total"); got != 2 {
+		t.Fatalf("duplicate intents = %v", got)
+	}
+	if got := h.counter("switchboard_responses_duplicate_total"); got != 1 {
+		t.Fatalf("duplicate responses = %v", got)
+	}
+}
+
+func TestMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T) {
+	h := start(t, testConfig)
+	off := h.pushRaw(requests, "m-1", []byte(`{"intent_id":"m-1","intent_type":`))
+	dl := h.wait(dlq, 1)
+	hdr := map[string]string{}
+	for _, x := range dl.Headers {
+		hdr[x.Key] = string(x.Value)
+	}
+	if hdr[router.HeaderOriginalTopic] != requests || hdr[router.HeaderOriginalOffset] != strconv.FormatInt(off, 10) ||
+		hdr[router.HeaderOriginalPartition] != "0" || hdr[router.HeaderErrorClass] == "" || hdr[router.HeaderErrorMessage] == "" {
+		t.Fatalf("dead-letter headers %v", hdr)
+	}
+	if string(dl.Value) != `{"intent_id":"m-1","intent_type":` || string(dl.Key) != "m-1" {
+		t.Fatalf("dead letter is not the original record: %q", dl.Value)
+	}
+	// The id was readable from the key: the caller hears why.
+	res := h.result(1)
+	if res.IntentID != "m-1" || res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != hdr[router.HeaderErrorClass] {
+		t.Fatalf("rejection %+v", res)
+	}
+
+	h.request("u-1", "teleport", `{}`)
+	dl = h.wait(dlq, 2)
+	if !hasHeader(dl, router.HeaderErrorClass, router.ClassUnroutable) {
+		t.Fatalf("unroutable class missing: %v", dl.Headers)
+	}
+	if res := h.result(2); res.IntentID != "u-1" || res.Outcome != schemas.OutcomeRejected || !strings.Contains(res.Error.Message, "teleport") {
+		t.Fatalf("unroutable result %+v", res)
+	}
+
+	h.request("v-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.TimeoutMs = schemas.Ptr(int64(-5)) })
+	if dl := h.wait(dlq, 3); !hasHeader(dl, router.HeaderErrorClass, router.ClassInvalidIntent) {
+		t.Fatalf("invalid intent class missing: %v", dl.Headers)
+	}
+	if res := h.result(3); !strings.Contains(res.Error.Message, "timeout_ms") {
+		t.Fatalf("validation error does not name the field: %+v", res.Error)
+	}
+
+	h.pushRaw(responses, "x", []byte("\x00\x00\x00\x00\x07garbage"))
+	if dl := h.wait(dlq, 4); !hasHeader(dl, router.HeaderOriginalTopic, responses) {
+		t.Fatalf("bad response not dead-lettered: %v", dl.Headers)
+	}
+
+	// And the router keeps routing.
+	h.request("ok-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	if err := h.r.Ready(); err != nil {
+		t.Fatalf("not ready after bad input: %v", err)
+	}
+	// The bad records' offsets advance.
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(router.TopicPartition{Topic: responses}) == 1 }); err != nil {
+		t.Fatal("dead-lettered response offset not stored")
+	}
+}
+
+func TestOffsetsWaitForResolutionAndAcknowledgement(t *testing.T) {
+	h := start(t, testConfig)
+	tp := router.TopicPartition{Topic: requests}
+	h.request("o-1", "echo", `{}`)
+	h.request("o-2", "echo", `{}`)
+	h.wait(echoTopic, 2)
+	h.answer("o-2", "echo", `{}`)
+	h.result(1)
+	h.settle()
+	// o-1 is still pending: nothing of the requests partition is committable.
+	if got := h.src.Stored(tp); got != -1 {
+		t.Fatalf("stored %d while o-1 is pending", got)
+	}
+	h.sink.Hold()
+	h.answer("o-1", "echo", `{}`)
+	h.result(2)
+	h.settle()
+	if got := h.src.Stored(tp); got != -1 {
+		t.Fatalf("stored %d before the result was acknowledged", got)
+	}
+	h.sink.Release()
+	want := h.offset[requests] // o-1, o-2 and the settle markers after them
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(tp) == want }); err != nil {
+		t.Fatalf("stored %d after acknowledgement, want %d", h.src.Stored(tp), want)
+	}
+}
+
+func TestFailedDeliveryIsNeverCommitted(t *testing.T) {
+	h := start(t, testConfig)
+	h.sink.FailTopic(echoTopic, errors.New("broker says no"))
+	h.request("x-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	if err := h.src.WaitUntil(h.ctx, func(*routertest.Source) bool { return h.r.Ready() != nil }); err != nil {
+		t.Fatal("router stayed ready after a failed delivery")
+	}
+	h.answer("x-1", "echo", `{}`)
+	h.result(1)
+	h.settle()
+	if got := h.src.Stored(router.TopicPartition{Topic: requests}); got != -1 {
+		t.Fatalf("offset %d stored past an undelivered dispatch", got)
+	}
+}
+
+func TestPendingBoundPausesRequestsOnly(t *testing.T) {
+	h := start(t, testConfig) // max_pending: 3
+	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
+	h.src.Push(router.Assigned{reqTP, respTP})
+	for i := range 3 {
+		h.request("b-"+strconv.Itoa(i), "echo", `{}`)
+	}
+	h.wait(echoTopic, 3)
+	h.advance(5 * time.Millisecond) // a tick notices the bound
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not paused at max_pending")
+	}
+	if h.src.Paused(respTP) {
+		t.Fatal("responses paused: pending intents could never resolve")
+	}
+	for i := range 3 {
+		h.answer("b-"+strconv.Itoa(i), "echo", `{}`)
+	}
+	h.wait(results, 3)
+	h.advance(5 * time.Millisecond)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not resumed")
+	}
+}
+
+func TestRevokedPartitionsForgetTheirPendingIntents(t *testing.T) {
+	h := start(t, testConfig)
+	h.request("r-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.src.Push(router.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
+	h.settle()
+	h.advance(3 * time.Second)
+	h.settle()
+	if n := h.sink.Count(results); n != 0 {
+		t.Fatalf("a revoked intent was resolved here (%d results); its next owner replays it", n)
+	}
+}
+
+func TestShutdownClosesSourceAndSink(t *testing.T) {
+	h := start(t, testConfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.r.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !h.src.Closed() {
+		t.Fatal("source not closed")
+	}
+	if !errors.Is(h.r.Ready(), router.ErrStopped) {
+		t.Fatalf("Ready after shutdown = %v", h.r.Ready())
+	}
+	if err := h.r.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+}
+
+func TestTraceparentTravelsAsAHeader(t *testing.T) {
+	h := start(t, testConfig)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	h.request("t-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.Traceparent = &tp })
+	if !hasHeader(h.wait(echoTopic, 1), router.HeaderTraceparent, tp) {
+		t.Fatal("dispatch lacks traceparent")
+	}
+	h.answer("t-1", "echo", `{}`)
+	if !hasHeader(h.wait(results, 1), router.HeaderTraceparent, tp) {
+		t.Fatal("result lacks traceparent")
+	}
+}
+
+func TestAgentErrorResolvesAgentError(t *testing.T) {
+	h := start(t, testConfig)
+	h.request("a-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.push(responses, "a-1", &schemas.AgentResponse{RequestID: "a-1", Agent: "echo", Status: schemas.StatusError, Error: &schemas.ErrorInfo{Code: "quota", Message: "rate limited"}})
+	res := h.result(1)
+	if res.Outcome != schemas.OutcomeAgentError || res.Error == nil || res.Error.Code != "quota" {
+		t.Fatalf("result %+v", res)
+	}
+	b, _ := json.Marshal(res)
+	if !strings.Contains(string(b), `"outcome":"agent_error"`) {
+		t.Fatalf("json %s", b)
+	}
+}
+
+func hasHeader(o router.Output, k, v string) bool {
+	for _, h := range o.Headers {
+		if h.Key == k && string(h.Value) == v {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = testutil.ToFloat64

@@ -1,0 +1,274 @@
+// Package routertest provides in-memory doubles of the router's Source and
+// Sink, for tests and benchmarks of the router without Kafka, in the way
+// net/http/httptest serves net/http.
+package routertest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// changes lets readers wait for the next change without polling.
+type changes struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (c *changes) wait() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+func (c *changes) signal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+}
+
+// Source is an in-memory router.Source: tests Push records and rebalance
+// events, and read back what the router stored and paused.
+type Source struct {
+	clock   clockwork.Clock
+	mu      sync.Mutex
+	queue   []any
+	stored  map[router.TopicPartition]int64
+	paused  map[router.TopicPartition]bool
+	closed  bool
+	pushed  changes
+	updated changes
+}
+
+var _ router.Source = (*Source)(nil)
+
+// NewSource returns an empty Source. Poll waits in real time (up to its
+// timeout) for a Push.
+func NewSource() *Source {
+	return &Source{clock: clockwork.NewRealClock(), stored: map[router.TopicPartition]int64{}, paused: map[router.TopicPartition]bool{}}
+}
+
+// Push queues a *router.Record, router.Assigned, router.Revoked or error.
+func (s *Source) Push(evs ...any) {
+	s.mu.Lock()
+	s.queue = append(s.queue, evs...)
+	s.mu.Unlock()
+	s.pushed.signal()
+}
+
+// Poll implements router.Source.
+func (s *Source) Poll(timeoutMs int) any {
+	deadline := s.clock.After(time.Duration(timeoutMs) * time.Millisecond)
+	for {
+		wake := s.pushed.wait()
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			ev := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return ev
+		}
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline:
+			return nil
+		}
+	}
+}
+
+// StoreOffset implements router.Source.
+func (s *Source) StoreOffset(tp router.TopicPartition, next int64) error {
+	s.mu.Lock()
+	s.stored[tp] = next
+	s.mu.Unlock()
+	s.updated.signal()
+	return nil
+}
+
+// Pause implements router.Source.
+func (s *Source) Pause(tps []router.TopicPartition) error {
+	s.mu.Lock()
+	for _, tp := range tps {
+		s.paused[tp] = true
+	}
+	s.mu.Unlock()
+	s.updated.signal()
+	return nil
+}
+
+// Resume implements router.Source.
+func (s *Source) Resume(tps []router.TopicPartition) error {
+	s.mu.Lock()
+	for _, tp := range tps {
+		delete(s.paused, tp)
+	}
+	s.mu.Unlock()
+	s.updated.signal()
+	return nil
+}
+
+// Close implements router.Source.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.updated.signal()
+	return nil
+}
+
+// Stored returns the offset stored for a partition, or -1.
+func (s *Source) Stored(tp router.TopicPartition) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.stored[tp]; ok {
+		return v
+	}
+	return -1
+}
+
+// Paused reports whether a partition is paused.
+func (s *Source) Paused(tp router.TopicPartition) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused[tp]
+}
+
+// Closed reports whether Close was called.
+func (s *Source) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// WaitUntil waits for cond (checked after every store, pause, resume and
+// close) to hold, or for ctx to end.
+func (s *Source) WaitUntil(ctx context.Context, cond func(*Source) bool) error {
+	for {
+		wake := s.updated.wait()
+		if cond(s) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Sink is an in-memory router.Sink that keeps every output. By default it
+// acknowledges each output at once; with Hold it keeps acknowledgements until
+// Release, so tests can check what waits for the broker.
+type Sink struct {
+	mu      sync.Mutex
+	outputs []router.Output
+	held    []router.Ack
+	hold    bool
+	fail    map[string]error
+	acks    chan router.Ack
+	closed  bool
+	changed changes
+}
+
+var _ router.Sink = (*Sink)(nil)
+
+// NewSink returns an empty Sink.
+func NewSink() *Sink {
+	return &Sink{acks: make(chan router.Ack, 1<<16), fail: map[string]error{}}
+}
+
+// Hold keeps acknowledgements from now on until Release.
+func (k *Sink) Hold() {
+	k.mu.Lock()
+	k.hold = true
+	k.mu.Unlock()
+}
+
+// Release sends the held acknowledgements and stops holding.
+func (k *Sink) Release() {
+	k.mu.Lock()
+	held := k.held
+	k.held, k.hold = nil, false
+	k.mu.Unlock()
+	for _, a := range held {
+		k.acks <- a
+	}
+}
+
+// FailTopic makes deliveries to topic fail with err.
+func (k *Sink) FailTopic(topic string, err error) {
+	k.mu.Lock()
+	k.fail[topic] = err
+	k.mu.Unlock()
+}
+
+// Produce implements router.Sink. It copies the output.
+func (k *Sink) Produce(o *router.Output, opaque any) error {
+	k.mu.Lock()
+	k.outputs = append(k.outputs, *o)
+	a := router.Ack{Opaque: opaque, Err: k.fail[o.Topic]}
+	held := k.hold
+	if held {
+		k.held = append(k.held, a)
+	}
+	k.mu.Unlock()
+	if !held {
+		k.acks <- a
+	}
+	k.changed.signal()
+	return nil
+}
+
+// Acks implements router.Sink.
+func (k *Sink) Acks() <-chan router.Ack { return k.acks }
+
+// Close implements router.Sink.
+func (k *Sink) Close() error {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	return nil
+}
+
+// Outputs returns the outputs written to topic so far, in order.
+func (k *Sink) Outputs(topic string) []router.Output {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []router.Output
+	for _, o := range k.outputs {
+		if o.Topic == topic {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Count returns how many outputs were written to topic.
+func (k *Sink) Count(topic string) int { return len(k.Outputs(topic)) }
+
+// WaitFor waits until at least n outputs were written to topic, or ctx ends,
+// and returns the outputs of topic.
+func (k *Sink) WaitFor(ctx context.Context, topic string, n int) ([]router.Output, error) {
+	for {
+		wake := k.changed.wait()
+		if outs := k.Outputs(topic); len(outs) >= n {
+			return outs, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return k.Outputs(topic), ctx.Err()
+		}
+	}
+}

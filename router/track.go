@@ -1,0 +1,114 @@
+package router
+
+// Offset tracking for at_least_once. Each consumed record gets a track; every
+// output it causes, and every hold (a request waiting for its intent to
+// resolve), counts against it. When a track's count reaches zero the record is
+// done. A partition's offset advances over the contiguous prefix of done
+// records, and only then is it stored for commit.
+
+type track struct {
+	part      *partitionTrack
+	offset    int64
+	remaining int32
+	failed    bool // an output it caused could not be delivered
+	done      bool
+}
+
+// hold adds one thing the record is waiting for.
+func (t *track) hold() {
+	if t != nil {
+		t.remaining++
+	}
+}
+
+type partitionTrack struct {
+	tp      TopicPartition
+	queue   []*track // in offset order; queue[head:] are live
+	head    int
+	stored  int64 // the last offset stored, -1 before any
+	revoked bool
+}
+
+type tracker struct {
+	parts map[TopicPartition]*partitionTrack
+	store func(tp TopicPartition, next int64)
+}
+
+func newTracker(store func(TopicPartition, int64)) *tracker {
+	return &tracker{parts: map[TopicPartition]*partitionTrack{}, store: store}
+}
+
+// begin starts tracking a record. The caller holds it (remaining = 1) until
+// it calls release after handing the record to the engine.
+func (tr *tracker) begin(tp TopicPartition, offset int64) *track {
+	p := tr.parts[tp]
+	if p == nil {
+		p = &partitionTrack{tp: tp, stored: -1}
+		tr.parts[tp] = p
+	}
+	t := &track{part: p, offset: offset, remaining: 1}
+	p.queue = append(p.queue, t)
+	return t
+}
+
+// release drops one hold or delivery from a track and advances its partition
+// when the track is done.
+func (tr *tracker) release(t *track) {
+	if t == nil || t.done {
+		return
+	}
+	t.remaining--
+	if t.remaining > 0 {
+		return
+	}
+	t.done = true
+	p := t.part
+	if p.revoked {
+		return
+	}
+	next := int64(-1)
+	for p.head < len(p.queue) {
+		h := p.queue[p.head]
+		if !h.done || h.failed {
+			break
+		}
+		next = h.offset + 1
+		p.queue[p.head] = nil
+		p.head++
+	}
+	if p.head > 1024 && p.head*2 > len(p.queue) {
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue = p.queue[:n]
+		p.head = 0
+	}
+	if next > p.stored {
+		p.stored = next
+		tr.store(p.tp, next)
+	}
+}
+
+// fail marks a track as not deliverable: its partition's offset never
+// advances past it, so a restart replays it.
+func (tr *tracker) fail(t *track) {
+	if t != nil {
+		t.failed = true
+	}
+}
+
+// revoke forgets a partition; late acknowledgements for it are ignored.
+func (tr *tracker) revoke(tp TopicPartition) {
+	if p := tr.parts[tp]; p != nil {
+		p.revoked = true
+		delete(tr.parts, tp)
+	}
+}
+
+// lag is the number of records tracked but not yet committable.
+func (tr *tracker) lag() int {
+	n := 0
+	for _, p := range tr.parts {
+		n += len(p.queue) - p.head
+	}
+	return n
+}
