@@ -308,9 +308,7 @@ func (w *Wheel[V]) cascade(id uint16) {
 	w.heads[id] = nilIndex
 	if id < listOverflow {
 		w.occupied[id>>6] &^= 1 << (id & 63)
-	} else {
-		w.overflowMin = math.MaxUint64
-	}
+	} // else insert recomputes overflowMin, the overflow list being empty now
 	for i != nilIndex {
 		next := w.slab[i].next
 		w.insert(i, w.tickOf(w.slab[i].deadline))

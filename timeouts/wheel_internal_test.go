@@ -296,3 +296,29 @@ func TestWheelGenerationWraps(t *testing.T) {
 	}
 	checkInvariants(t, w)
 }
+
+// Timers in the overflow are revisited once when the clock reaches the span
+// of the earliest of them, not on every tick after.
+func TestWheelOverflowRevisitedOnce(t *testing.T) {
+	w, err := NewWheel[int](time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := 24 * time.Hour.Milliseconds()
+	w.Schedule(60*day, 1)
+	w.Schedule(3*365*day, 2)
+	cancelled := w.Schedule(55*day, 3)
+	w.Cancel(cancelled) // leaves overflowMin a stale lower bound
+	if n := w.Advance(50*day, nil); n != 0 {
+		t.Fatalf("fired %d", n)
+	}
+	checkInvariants(t, w)
+	w.ticks = 0
+	if n := w.Advance(50*day+time.Hour.Milliseconds(), nil); n != 0 || w.ticks != 0 {
+		t.Fatalf("an hour later: fired %d, processed %d ticks", n, w.ticks)
+	}
+	if n := w.Advance(4*365*day, nil); n != 2 || w.ticks > 2*(numLevels+2) {
+		t.Fatalf("four years on: fired %d, processed %d ticks", n, w.ticks)
+	}
+	checkInvariants(t, w)
+}
