@@ -1,0 +1,240 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for the zero values of [Config].
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultMaxWait           = 60 * time.Second
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultSendQueue         = 256
+	DefaultPingPeriod        = 25 * time.Second
+	DefaultPongWait          = 60 * time.Second
+	DefaultWriteWait         = 10 * time.Second
+	DefaultMaxMessageBytes   = 64 << 10
+	DefaultMaxSubscriptions  = 1000
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultShutdownTimeout   = 10 * time.Second
+)
+
+// Config is the declarative configuration of a [Server]. The zero value of
+// every field means its default (the Default* constants); negative values are
+// invalid.
+type Config struct {
+	// Listen is the TCP address Run listens on, e.g. "127.0.0.1:8080";
+	// ":0" picks a free port (see [Server.Addr]).
+	Listen string
+
+	// MaxWait caps the ?wait of POST /v1/intents.
+	MaxWait time.Duration
+
+	// MaxBodyBytes caps the body of POST /v1/intents; a larger body gets 413.
+	MaxBodyBytes int64
+
+	// SendQueue is the number of messages queued for one WebSocket client.
+	// A client whose queue is full is disconnected with close code 1013 (try
+	// again later): a slow client never holds up Results.Add or other clients.
+	SendQueue int
+
+	// PingPeriod is how often the server pings WebSocket clients and checks
+	// their liveness. It must be shorter than PongWait.
+	PingPeriod time.Duration
+
+	// PongWait is how long a WebSocket client may stay silent (no pong, no
+	// message) before it is disconnected. A silent client is noticed at the
+	// first keepalive check after PongWait, so within PongWait+PingPeriod.
+	PongWait time.Duration
+
+	// WriteWait is the longest one write to a WebSocket client may take, and
+	// how long a closing connection waits for the client's close frame. It is
+	// enforced by the keepalive check, so within WriteWait+PingPeriod.
+	WriteWait time.Duration
+
+	// MaxMessageBytes caps one message from a WebSocket client; a larger one
+	// closes the connection with code 1009 (message too big).
+	MaxMessageBytes int64
+
+	// MaxSubscriptions caps the subscriptions (intent ids, session ids and
+	// intent types together) one WebSocket connection holds at a time. An
+	// intent-id subscription ends when its result has been sent.
+	MaxSubscriptions int
+
+	// AllowedOrigins lists the browser origins ("https://console.example.com")
+	// allowed to open a WebSocket; "*" allows any. Empty allows all. Requests
+	// without an Origin header (non-browser clients) are always allowed.
+	//
+	// TODO(auth): with authentication (a later issue), default to same-origin
+	// and authenticate the upgrade request.
+	AllowedOrigins []string
+
+	// ReadHeaderTimeout and IdleTimeout are passed to http.Server by Run.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+
+	// ShutdownTimeout bounds the graceful shutdown Run performs when its
+	// context ends (measured on the injected clock).
+	ShutdownTimeout time.Duration
+}
+
+// setDefaults replaces zero values with their defaults. It is the one place
+// defaults are applied.
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.SendQueue == 0 {
+		c.SendQueue = DefaultSendQueue
+	}
+	if c.PingPeriod == 0 {
+		c.PingPeriod = DefaultPingPeriod
+	}
+	if c.PongWait == 0 {
+		c.PongWait = DefaultPongWait
+	}
+	if c.WriteWait == 0 {
+		c.WriteWait = DefaultWriteWait
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxSubscriptions == 0 {
+		c.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+// Validate reports the first invalid field, as an error wrapping
+// [ErrInvalidConfig]. Zero values are valid: they take their defaults.
+func (c Config) Validate() error {
+	c.setDefaults()
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("%w: Listen %q: %v", ErrInvalidConfig, c.Listen, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MaxWait", c.MaxWait},
+		{"PingPeriod", c.PingPeriod},
+		{"PongWait", c.PongWait},
+		{"WriteWait", c.WriteWait},
+		{"ReadHeaderTimeout", c.ReadHeaderTimeout},
+		{"IdleTimeout", c.IdleTimeout},
+		{"ShutdownTimeout", c.ShutdownTimeout},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s is negative (%v)", ErrInvalidConfig, f.name, f.v)
+		}
+	}
+	if c.PingPeriod >= c.PongWait {
+		return fmt.Errorf("%w: PingPeriod (%v) must be shorter than PongWait (%v)", ErrInvalidConfig, c.PingPeriod, c.PongWait)
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("%w: MaxBodyBytes is negative (%d)", ErrInvalidConfig, c.MaxBodyBytes)
+	}
+	if c.MaxMessageBytes < 0 {
+		return fmt.Errorf("%w: MaxMessageBytes is negative (%d)", ErrInvalidConfig, c.MaxMessageBytes)
+	}
+	if c.SendQueue < 0 {
+		return fmt.Errorf("%w: SendQueue is negative (%d)", ErrInvalidConfig, c.SendQueue)
+	}
+	if c.MaxSubscriptions < 0 {
+		return fmt.Errorf("%w: MaxSubscriptions is negative (%d)", ErrInvalidConfig, c.MaxSubscriptions)
+	}
+	for _, o := range c.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("%w: AllowedOrigins: %q is not an origin like https://host[:port] or *", ErrInvalidConfig, o)
+		}
+	}
+	return nil
+}
+
+// Option sets an optional dependency of a [Server].
+type Option func(*options)
+
+type options struct {
+	clock      clockwork.Clock
+	logger     *slog.Logger
+	registerer prometheus.Registerer
+	gatherer   prometheus.Gatherer
+	readiness  func() error
+}
+
+// WithClock sets the clock used for ?wait deadlines, WebSocket keepalives,
+// created_at and request durations. Default: the real clock.
+func WithClock(c clockwork.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithRegisterer sets where the server registers its own metrics. Default:
+// prometheus.DefaultRegisterer. [New] returns an error (it does not panic) if
+// they are already registered there.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = r }
+}
+
+// WithGatherer sets what GET /metrics serves. Default:
+// prometheus.DefaultGatherer.
+func WithGatherer(g prometheus.Gatherer) Option { return func(o *options) { o.gatherer = g } }
+
+// WithReadiness sets the check behind GET /readyz: nil from f means ready.
+// It is called on every request and must be quick and safe for concurrent
+// use. Default: always ready (until Shutdown begins).
+func WithReadiness(f func() error) Option { return func(o *options) { o.readiness = f } }
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		clock:      clockwork.NewRealClock(),
+		logger:     slog.Default(),
+		registerer: prometheus.DefaultRegisterer,
+		gatherer:   prometheus.DefaultGatherer,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case o.clock == nil:
+		return o, fmt.Errorf("%w: WithClock(nil)", ErrInvalidConfig)
+	case o.logger == nil:
+		return o, fmt.Errorf("%w: WithLogger(nil)", ErrInvalidConfig)
+	case o.registerer == nil:
+		return o, fmt.Errorf("%w: WithRegisterer(nil)", ErrInvalidConfig)
+	case o.gatherer == nil:
+		return o, fmt.Errorf("%w: WithGatherer(nil)", ErrInvalidConfig)
+	}
+	if o.readiness == nil {
+		o.readiness = func() error { return nil }
+	}
+	return o, nil
+}

@@ -1,0 +1,33 @@
+// Package api is Switchboard's HTTP and WebSocket front door: it lets callers
+// submit intents, look up their results, and stream results as they arrive.
+//
+// It owns:
+//
+//   - POST /v1/intents: validate an intent request (package intents), publish
+//     it through a [Publisher], and answer 202 at once, or with ?wait=DURATION
+//     hold the request until the intent's result arrives (200) or the wait
+//     ends (202, status "pending").
+//   - GET /v1/intents/{id}: the result of an intent this instance has seen.
+//   - GET /v1/stream: a WebSocket on which a client subscribes to results by
+//     intent id, session id or intent type and receives each matching result
+//     as one JSON text message. The protocol is described on [Server.Handler].
+//   - GET /metrics, /healthz and /readyz.
+//   - [Results]: this instance's bounded memory of recent results, the waiters
+//     of ?wait requests and the fan-out to WebSocket subscribers.
+//
+// It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
+// [Publisher] that writes to the requests topic, and feeds [Results.Add] from a
+// reader of the results topic. Every instance reads all results, so any
+// instance can answer any client. Nor does it own authentication or
+// authorisation yet: every caller may submit and stream anything (a later
+// issue adds auth; see the TODO on [Config.AllowedOrigins]).
+//
+// Time comes from an injected clockwork.Clock ([WithClock]), so ?wait
+// deadlines, WebSocket keepalives and request durations follow a fake clock in
+// tests.
+//
+// Lifecycle: [New] starts nothing. [Server.Run] listens and serves until its
+// context ends or [Server.Shutdown] is called. [Server.Handler] may instead be
+// mounted on a server the caller owns; [Server.Shutdown] must then still be
+// called to close WebSocket connections and stop the keepalive goroutine.
+package api

@@ -1,0 +1,21 @@
+package api
+
+import "errors"
+
+var (
+	// ErrServerClosed is returned by [Server.Run] when it is called after
+	// [Server.Shutdown].
+	ErrServerClosed = errors.New("api: server closed")
+
+	// ErrAlreadyRunning is returned by [Server.Run] when the server is
+	// already running: a Server serves one listener, once.
+	ErrAlreadyRunning = errors.New("api: server already running")
+
+	// ErrInvalidConfig is wrapped by every error of [Config.Validate] and by
+	// [New] when a dependency or an option is missing or invalid.
+	ErrInvalidConfig = errors.New("api: invalid config")
+
+	// errTooManySubscriptions is what a WebSocket client gets when a
+	// subscription would take it over Config.MaxSubscriptions.
+	errTooManySubscriptions = errors.New("too many subscriptions")
+)

@@ -1,0 +1,250 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// submitIntent serves POST /v1/intents[?wait=DURATION].
+func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
+	wait, err := parseWait(r.URL.Query(), s.cfg.MaxWait)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "wait")
+		return
+	}
+	req, ok := s.decodeIntent(w, r)
+	if !ok {
+		return
+	}
+	now := s.clock.Now().UnixMilli()
+	if req.IntentID == "" {
+		req.IntentID = intents.NewIDAt(now)
+	}
+	req.CreatedAt = schemas.Ptr(now)
+	if req.Traceparent == nil {
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			req.Traceparent = &tp
+		}
+	}
+	if err := intents.Validate(req); err != nil {
+		var fe *intents.FieldError
+		if errors.As(err, &fe) {
+			writeError(w, http.StatusBadRequest, codeInvalidIntent, fe.Reason, fe.Field)
+		} else {
+			writeError(w, http.StatusBadRequest, codeInvalidIntent, err.Error(), "")
+		}
+		return
+	}
+
+	// With ?wait, register the waiter before publishing, so that however
+	// fast the result comes back it finds us.
+	var (
+		res *schemas.IntentResult
+		wt  *waiter
+	)
+	if wait > 0 {
+		res, wt = s.results.await(req.IntentID)
+		defer s.results.release(wt)
+	}
+	if err := s.pub.PublishIntent(r.Context(), req); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
+			slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+			"the intent could not be published; retry with the same intent_id", "")
+		return
+	}
+	location := "/v1/intents/" + url.PathEscape(req.IntentID)
+	if wait <= 0 {
+		w.Header().Set("Location", location)
+		writeJSON(w, http.StatusAccepted, accepted{IntentID: req.IntentID})
+		return
+	}
+	if res == nil {
+		res = s.waitFor(r.Context(), wt, wait)
+	}
+	if res == nil {
+		w.Header().Set("Location", location)
+		writeJSON(w, http.StatusAccepted, accepted{IntentID: req.IntentID, Status: "pending"})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// waitFor waits on the injected clock for wt's result, at most d, and no
+// longer than the request lives or the server runs. It returns nil if the
+// result did not come.
+func (s *Server) waitFor(ctx context.Context, wt *waiter, d time.Duration) *schemas.IntentResult {
+	ctx, cancel := clockwork.WithTimeout(ctx, s.clock, d)
+	defer cancel()
+	stop := context.AfterFunc(s.stopCtx, cancel)
+	defer stop()
+	select {
+	case res := <-wt.c:
+		return res
+	case <-ctx.Done():
+		select { // a result that landed at the same moment wins
+		case res := <-wt.c:
+			return res
+		default:
+			return nil
+		}
+	}
+}
+
+// parseWait reads ?wait: absent means do not wait; otherwise a Go duration,
+// not negative, capped at max.
+func parseWait(q url.Values, max time.Duration) (time.Duration, error) {
+	if !q.Has("wait") {
+		return 0, nil
+	}
+	v := q.Get("wait")
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("wait=%q is not a duration such as 5s or 1500ms", v)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("wait=%q is negative", v)
+	}
+	return min(d, max), nil
+}
+
+// decodeIntent reads the body as one JSON object with the fields of an
+// IntentRequest. On failure it has answered and returns false.
+func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.IntentRequest, bool) {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req schemas.IntentRequest
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailingData
+			var mbe *http.MaxBytesError
+			if errors.As(terr, &mbe) {
+				err = terr
+			}
+		}
+	}
+	if err == nil {
+		return &req, true
+	}
+	var (
+		mbe *http.MaxBytesError
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+			fmt.Sprintf("the body is larger than the limit of %d bytes", mbe.Limit), "")
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body is empty: expected a JSON object with the intent's fields", "")
+	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
+		writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body is not valid JSON: "+err.Error(), "")
+	case errors.As(err, &typ) && typ.Field != "":
+		writeError(w, http.StatusBadRequest, codeInvalidIntent,
+			fmt.Sprintf("must be a JSON %s, not %s", jsonKind(typ), typ.Value), typ.Field)
+	case errors.As(err, &typ):
+		writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body must be a JSON object with the intent's fields", "")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		writeError(w, http.StatusBadRequest, codeInvalidIntent, "unknown field", field)
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalidJSON, err.Error(), "")
+	}
+	return nil, false
+}
+
+var errTrailingData = errors.New("the body must hold exactly one JSON object")
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(e *json.UnmarshalTypeError) string {
+	t := e.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	default:
+		return t.String()
+	}
+}
+
+// getIntent serves GET /v1/intents/{id}.
+func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(id); err == nil {
+			id = u
+		}
+	}
+	res, ok := s.results.Get(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, codeNotFound,
+			fmt.Sprintf("no result for intent %q on this instance: it may still be pending, or older than this instance remembers", id), "")
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.stopCtx.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, codeNotReady, "shutting down", "")
+		return
+	}
+	if err := s.readiness(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeNotReady, err.Error(), "")
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody{Status: "ready"})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), "")
+}
+
+// methodNotAllowed answers 405 with an Allow header. (chi's own 405 handler
+// sets Allow, but a custom one is not told the methods, so ask the router.)
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+	}
+	writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
+		fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
+}

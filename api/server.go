@@ -1,0 +1,314 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/gorilla/websocket"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// Publisher publishes an intent request to the requests topic. PublishIntent
+// returns once the broker has acknowledged the record, or with an error (the
+// client then gets 503 and may retry with the same intent_id). It must be safe
+// for concurrent use and honour ctx (the HTTP request's context).
+type Publisher interface {
+	PublishIntent(ctx context.Context, req *schemas.IntentRequest) error
+}
+
+// Server serves Switchboard's HTTP and WebSocket API (see [Server.Handler]).
+// Create it with [New], serve with [Server.Run] (or mount [Server.Handler]),
+// stop with [Server.Shutdown].
+type Server struct {
+	cfg       Config
+	pub       Publisher
+	results   *Results
+	clock     clockwork.Clock
+	log       *slog.Logger
+	readiness func() error
+	metrics   *metrics
+	router    *chi.Mux
+	upgrader  websocket.Upgrader
+	httpSrv   *http.Server
+
+	// stopCtx is cancelled when Shutdown begins: it ends ?wait requests
+	// (they answer 202 pending) and marks the server not ready.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+
+	mu           sync.Mutex
+	closed       bool // Shutdown has begun
+	running      bool // Run has been called
+	addr         string
+	ready        chan struct{} // closed once Run is listening
+	conns        map[*wsConn]struct{}
+	streams      sync.WaitGroup // one per tracked WebSocket connection
+	sweeping     bool           // the keepalive goroutine was started
+	sweeperStop  chan struct{}
+	sweeperDone  chan struct{}
+	shutdownDone chan struct{} // closed when the first Shutdown returns
+}
+
+// New returns a Server that publishes through pub and answers from results.
+// It validates cfg (applying defaults to zero fields) and registers the
+// server's metrics; it starts no goroutine and opens no socket.
+func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, error) {
+	if pub == nil {
+		return nil, fmt.Errorf("%w: nil Publisher", ErrInvalidConfig)
+	}
+	if results == nil {
+		return nil, fmt.Errorf("%w: nil Results", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	cfg.AllowedOrigins = slices.Clone(cfg.AllowedOrigins)
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:          cfg,
+		pub:          pub,
+		results:      results,
+		clock:        o.clock,
+		log:          o.logger,
+		readiness:    o.readiness,
+		metrics:      m,
+		ready:        make(chan struct{}),
+		conns:        map[*wsConn]struct{}{},
+		sweeperStop:  make(chan struct{}),
+		sweeperDone:  make(chan struct{}),
+		shutdownDone: make(chan struct{}),
+	}
+	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
+	s.upgrader = websocket.Upgrader{
+		ReadBufferSize:  1024,
+		WriteBufferPool: &sync.Pool{},
+		CheckOrigin:     s.checkOrigin,
+		Error:           s.upgradeError,
+	}
+	s.router = s.routes(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	s.httpSrv = &http.Server{
+		Handler:           s.router,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// routes builds the router. Every response, errors included, is JSON (except
+// /metrics).
+func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(s.observe, s.recoverer)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+	r.Post("/v1/intents", s.submitIntent)
+	r.Get("/v1/intents/{id}", s.getIntent)
+	r.Get("/v1/stream", s.serveStream)
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", metricsHandler)
+	return r
+}
+
+// Handler returns the server's routes, for Run or for mounting on a server
+// the caller owns (tests use httptest.NewServer(s.Handler())):
+//
+//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result
+//	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
+//	GET  /v1/stream         WebSocket stream of results
+//	GET  /metrics           Prometheus metrics from the gatherer
+//	GET  /healthz           200 {"status":"ok"} while the process serves
+//	GET  /readyz            200 {"status":"ready"}, or 503 with the reason
+//
+// Errors are JSON: {"error":{"code":"...","message":"...","field":"..."}},
+// with field present when one field or parameter is at fault.
+//
+// The stream protocol: every message is one JSON text message. The client
+// sends
+//
+//	{"subscribe":{"intent_ids":["id1","id2"]}}
+//	{"subscribe":{"session_id":"s-42"}}
+//	{"subscribe":{"intent_type":"fraud_check"}}
+//	{"unsubscribe":{"session_id":"s-42"}}
+//
+// (the fields of one subscribe may be combined), and the server answers
+//
+//	{"type":"subscribed","subscription":{"session_id":"s-42"}}
+//	{"type":"unsubscribed","subscription":{"session_id":"s-42"}}
+//	{"type":"result","result":{...IntentResult...}}
+//	{"type":"error","error":{"code":"bad_message","message":"..."}}
+//
+// A result is sent once per connection even when several subscriptions match
+// it. Subscribing by intent id sends the result at once if this instance
+// already holds it, so a client may POST first and subscribe after; an
+// intent-id subscription ends when its result has been sent. A bad message
+// gets an error ("bad_message", or "too_many_subscriptions" past
+// Config.MaxSubscriptions) and the connection stays open. The server pings
+// every PingPeriod and drops a client silent for PongWait; a client whose send
+// queue overflows is closed with 1013 (try again later); Shutdown closes with
+// 1001 (going away); a message over MaxMessageBytes closes with 1009.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// Run listens on Config.Listen and serves until ctx is done or Shutdown is
+// called. When ctx ends it shuts the server down, allowing
+// Config.ShutdownTimeout. It returns nil after a clean shutdown (never
+// http.ErrServerClosed), the shutdown's error if it was not clean, a listen
+// or serve error otherwise, ErrServerClosed if Shutdown came first, and
+// ErrAlreadyRunning if Run was called before. To learn the bound address (with
+// ":0"), wait for [Server.Ready] alongside Run's return, then call
+// [Server.Addr].
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrServerClosed
+	case s.running:
+		s.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	s.running = true
+	s.mu.Unlock()
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr().String()
+	close(s.ready)
+	s.mu.Unlock()
+	s.log.Info("api listening", slog.String("addr", ln.Addr().String()))
+
+	served := make(chan error, 1)
+	go func() { served <- s.httpSrv.Serve(ln) }() // Serve closes ln when it returns
+
+	select {
+	case err := <-served:
+		if errors.Is(err, http.ErrServerClosed) { // Shutdown was called: let it finish
+			<-s.shutdownDone
+			return nil
+		}
+		sctx, cancel := clockwork.WithTimeout(context.Background(), s.clock, s.cfg.ShutdownTimeout)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := clockwork.WithTimeout(context.Background(), s.clock, s.cfg.ShutdownTimeout)
+		defer cancel()
+		err := s.Shutdown(sctx)
+		<-served
+		return err
+	}
+}
+
+// Ready returns a channel closed once Run is listening, after which Addr
+// returns the bound address. It is never closed if Run fails to listen, so
+// wait for it together with Run's return:
+//
+//	errc := make(chan error, 1)
+//	go func() { errc <- srv.Run(ctx) }()
+//	select {
+//	case <-srv.Ready():
+//		addr := srv.Addr()
+//	case err := <-errc:
+//		// could not listen
+//	}
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr returns the address Run is listening on ("" before it listens).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Shutdown stops the server gracefully, in this order:
+//
+//  1. /readyz turns 503, new WebSocket upgrades get 503, and pending ?wait
+//     requests answer 202 "pending" at once;
+//  2. every WebSocket connection is sent close code 1001 (going away);
+//  3. the listener closes and in-flight HTTP requests are waited for;
+//  4. WebSocket connections are waited for until their clients answer the
+//     close (or Config.WriteWait passes);
+//  5. the keepalive goroutine stops.
+//
+// If ctx ends first, remaining connections are closed at once, Shutdown still
+// waits for the server's goroutines (which then end promptly), and returns
+// ctx's error. Shutdown is idempotent: later calls wait for the first to
+// finish (or their own ctx) and return nil.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		select {
+		case <-s.shutdownDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.closed = true
+	s.stopCancel()
+	conns := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	sweeping := s.sweeping
+	s.mu.Unlock()
+	defer close(s.shutdownDone)
+
+	for _, c := range conns {
+		c.goAway()
+	}
+	err := s.httpSrv.Shutdown(ctx)
+	if err != nil {
+		_ = s.httpSrv.Close()
+	}
+	streamsDone := make(chan struct{})
+	go func() {
+		s.streams.Wait()
+		close(streamsDone)
+	}()
+	select {
+	case <-streamsDone:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.conn.Close()
+		}
+		s.mu.Unlock()
+		<-streamsDone
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	close(s.sweeperStop)
+	if sweeping {
+		<-s.sweeperDone
+	}
+	return err
+}

@@ -1,0 +1,401 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// The stream protocol's messages (see Server.Handler for examples).
+
+// clientMessage is what a client sends: exactly one of its fields.
+type clientMessage struct {
+	Subscribe   *subscription `json:"subscribe,omitempty"`
+	Unsubscribe *subscription `json:"unsubscribe,omitempty"`
+}
+
+// subscription selects results by intent ids, session id and/or intent type.
+type subscription struct {
+	IntentIDs  []string `json:"intent_ids,omitempty"`
+	SessionID  string   `json:"session_id,omitempty"`
+	IntentType string   `json:"intent_type,omitempty"`
+}
+
+// resultMessage carries one result to a client.
+type resultMessage struct {
+	Type   string                `json:"type"` // "result"
+	Result *schemas.IntentResult `json:"result"`
+}
+
+// ackMessage acknowledges a subscribe or an unsubscribe.
+type ackMessage struct {
+	Type         string       `json:"type"` // "subscribed" or "unsubscribed"
+	Subscription subscription `json:"subscription"`
+}
+
+// errorMessage answers a client message that could not be honoured.
+type errorMessage struct {
+	Type  string    `json:"type"` // "error"
+	Error errorBody `json:"error"`
+}
+
+// serveStream serves GET /v1/stream: it upgrades to a WebSocket and runs the
+// connection until it closes. The handler's goroutine is the reader; it
+// starts the writer and waits for it.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
+	if s.stopCtx.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "shutting down", "")
+		return
+	}
+	conn, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered through upgradeError
+	}
+	c := newWSConn(s, conn)
+	if !s.track(c) { // Shutdown began during the handshake
+		_ = conn.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Time{})
+		_ = conn.Close()
+		return
+	}
+	defer s.untrack(c)
+	s.metrics.wsConnections.Inc()
+	defer s.metrics.wsConnections.Dec()
+
+	go c.writeLoop()
+	c.readLoop()
+	close(c.readerDone)
+	<-c.writerDone
+	s.results.unsubscribeAll(c.sub)
+	_ = conn.Close()
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "stream closed", slog.String("remote", r.RemoteAddr))
+}
+
+// track registers a new connection unless Shutdown has begun, and starts the
+// keepalive goroutine with the first connection.
+func (s *Server) track(c *wsConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.streams.Add(1)
+	if !s.sweeping {
+		s.sweeping = true
+		go s.keepalive()
+	}
+	return true
+}
+
+func (s *Server) untrack(c *wsConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.streams.Done()
+}
+
+// keepalive is one goroutine for all connections (no timer per connection):
+// every PingPeriod it closes connections that have been silent for PongWait,
+// stuck in one write for WriteWait, or waiting for a close answer for
+// WriteWait, and asks the others' writers to ping. Shutdown stops it, after
+// the connections are gone.
+func (s *Server) keepalive() {
+	defer close(s.sweeperDone)
+	t := s.clock.NewTicker(s.cfg.PingPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.sweeperStop:
+			return
+		case <-t.Chan():
+			s.checkConns()
+		}
+	}
+}
+
+func (s *Server) checkConns() {
+	now := s.clock.Now().UnixNano()
+	pongWait, writeWait := s.cfg.PongWait.Nanoseconds(), s.cfg.WriteWait.Nanoseconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		var reason string
+		if t := c.closingSince.Load(); t != 0 && now-t > writeWait {
+			reason = "no close answer"
+		} else if t := c.writingSince.Load(); t != 0 && now-t > writeWait {
+			reason = "write stalled"
+		} else if now-c.lastSeen.Load() > pongWait {
+			reason = "keepalive timeout"
+		}
+		if reason != "" {
+			s.log.LogAttrs(s.stopCtx, slog.LevelDebug, "stream dropped",
+				slog.String("reason", reason), slog.String("remote", c.conn.RemoteAddr().String()))
+			_ = c.conn.Close() // unblocks the reader and the writer
+			continue
+		}
+		select {
+		case c.ping <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wsConn is one stream connection. The reader (the handler's goroutine) owns
+// the subscriptions; the writer goroutine is the only one that writes data
+// messages; results reach it through queue.
+type wsConn struct {
+	srv  *Server
+	conn *websocket.Conn
+	sub  *subscriber
+
+	queue chan []byte   // bounded: Config.SendQueue
+	ping  chan struct{} // buffered 1: keepalive asks for a ping
+
+	slowOnce   sync.Once
+	slow       chan struct{} // closed when queue overflowed: close with 1013
+	awayOnce   sync.Once
+	away       chan struct{} // closed by Shutdown: close with 1001
+	readerDone chan struct{}
+	writerDone chan struct{}
+
+	// Keepalive state in unix nanoseconds of the injected clock.
+	lastSeen     atomic.Int64 // last pong or message from the client
+	writingSince atomic.Int64 // start of the write in progress; 0 if none
+	closingSince atomic.Int64 // when our close frame went out; 0 if not yet
+}
+
+func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
+	c := &wsConn{
+		srv:        s,
+		conn:       conn,
+		queue:      make(chan []byte, s.cfg.SendQueue),
+		ping:       make(chan struct{}, 1),
+		slow:       make(chan struct{}),
+		away:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	c.sub = newSubscriber(c)
+	c.lastSeen.Store(s.clock.Now().UnixNano())
+	conn.SetReadLimit(s.cfg.MaxMessageBytes)
+	conn.SetPongHandler(func(string) error {
+		c.lastSeen.Store(s.clock.Now().UnixNano())
+		return nil
+	})
+	return c
+}
+
+// deliver implements sink: it queues a message without blocking.
+func (c *wsConn) deliver(msg []byte) { c.send(msg) }
+
+// send queues msg for the writer. If the queue is full the client is too
+// slow: it is disconnected with 1013 rather than anyone waiting for it.
+func (c *wsConn) send(msg []byte) {
+	select {
+	case c.queue <- msg:
+	default:
+		c.slowOnce.Do(func() {
+			select {
+			case <-c.writerDone: // already closing: not a slow client
+			case <-c.away:
+			default:
+				c.srv.metrics.wsSlow.Inc()
+			}
+			close(c.slow)
+		})
+	}
+}
+
+func (c *wsConn) sendJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // our own message types always encode
+	}
+	c.send(b)
+}
+
+func (c *wsConn) sendError(code, message string) {
+	c.sendJSON(errorMessage{Type: "error", Error: errorBody{Code: code, Message: message}})
+}
+
+// goAway asks the writer to close the connection with 1001.
+func (c *wsConn) goAway() { c.awayOnce.Do(func() { close(c.away) }) }
+
+// writeLoop writes queued messages and pings until the connection closes.
+// Closing (slow client, shutdown) takes priority over queued messages.
+func (c *wsConn) writeLoop() {
+	defer close(c.writerDone)
+	for {
+		select {
+		case <-c.slow:
+			c.closeWith(websocket.CloseTryAgainLater, "send queue full")
+			return
+		case <-c.away:
+			c.closeWith(websocket.CloseGoingAway, "server shutting down")
+			return
+		case <-c.readerDone:
+			return
+		default:
+		}
+		select {
+		case <-c.slow:
+			c.closeWith(websocket.CloseTryAgainLater, "send queue full")
+			return
+		case <-c.away:
+			c.closeWith(websocket.CloseGoingAway, "server shutting down")
+			return
+		case <-c.readerDone:
+			return
+		case <-c.ping:
+			if err := c.write(websocket.PingMessage, nil); err != nil {
+				_ = c.conn.Close()
+				return
+			}
+		case msg := <-c.queue:
+			if err := c.write(websocket.TextMessage, msg); err != nil {
+				_ = c.conn.Close()
+				return
+			}
+			c.srv.metrics.wsSent.Inc()
+		}
+	}
+}
+
+// write writes one message, marking the write for the keepalive check (which
+// closes the connection if it takes longer than WriteWait: no socket
+// deadlines, so the injected clock rules).
+func (c *wsConn) write(typ int, msg []byte) error {
+	c.writingSince.Store(c.srv.clock.Now().UnixNano())
+	defer c.writingSince.Store(0)
+	if typ == websocket.TextMessage {
+		return c.conn.WriteMessage(typ, msg)
+	}
+	return c.conn.WriteControl(typ, msg, time.Time{})
+}
+
+// closeWith sends a close frame and waits for the reader to see the client's
+// answer (or the keepalive check to give up after WriteWait).
+func (c *wsConn) closeWith(code int, reason string) {
+	c.closingSince.Store(c.srv.clock.Now().UnixNano())
+	if err := c.write(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason)); err != nil {
+		_ = c.conn.Close()
+		return
+	}
+	<-c.readerDone
+}
+
+// readLoop reads client messages until the connection fails or closes.
+func (c *wsConn) readLoop() {
+	for {
+		typ, data, err := c.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
+		c.handle(typ, data)
+	}
+}
+
+// handle acts on one client message; a bad one gets an error message and the
+// connection stays open.
+func (c *wsConn) handle(typ int, data []byte) {
+	if typ != websocket.TextMessage {
+		c.sendError(codeBadMessage, "messages must be JSON text messages")
+		return
+	}
+	var m clientMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		c.sendError(codeBadMessage, "not a valid message: "+strings.TrimPrefix(err.Error(), "json: "))
+		return
+	}
+	if dec.More() {
+		c.sendError(codeBadMessage, "send one JSON object per message")
+		return
+	}
+	switch {
+	case m.Subscribe != nil && m.Unsubscribe != nil:
+		c.sendError(codeBadMessage, `send "subscribe" or "unsubscribe", not both`)
+	case m.Subscribe != nil:
+		f := *m.Subscribe
+		if err := checkSubscription(f); err != nil {
+			c.sendError(codeBadMessage, err.Error())
+			return
+		}
+		ack, _ := json.Marshal(ackMessage{Type: "subscribed", Subscription: f})
+		err := c.srv.results.subscribe(c.sub, f, c.srv.cfg.MaxSubscriptions, func() { c.send(ack) })
+		if errors.Is(err, errTooManySubscriptions) {
+			c.sendError(codeTooManySubscriptions,
+				fmt.Sprintf("a connection may hold %d subscriptions; unsubscribe first", c.srv.cfg.MaxSubscriptions))
+		}
+	case m.Unsubscribe != nil:
+		f := *m.Unsubscribe
+		if err := checkSubscription(f); err != nil {
+			c.sendError(codeBadMessage, err.Error())
+			return
+		}
+		c.srv.results.unsubscribe(c.sub, f)
+		c.sendJSON(ackMessage{Type: "unsubscribed", Subscription: f})
+	default:
+		c.sendError(codeBadMessage, `expected {"subscribe":{...}} or {"unsubscribe":{...}}`)
+	}
+}
+
+// checkSubscription rejects empty subscriptions and values no intent could
+// carry.
+func checkSubscription(f subscription) error {
+	if len(f.IntentIDs) == 0 && f.SessionID == "" && f.IntentType == "" {
+		return errors.New("a subscription needs intent_ids, session_id or intent_type")
+	}
+	for _, id := range f.IntentIDs {
+		if id == "" || len(id) > intents.MaxIDLen {
+			return fmt.Errorf("intent_ids: %q is not an intent id", id)
+		}
+	}
+	if len(f.SessionID) > intents.MaxLabelLen {
+		return errors.New("session_id is too long")
+	}
+	if f.IntentType != "" && !intents.ValidName(f.IntentType) {
+		return fmt.Errorf("intent_type: %q is not an intent type", f.IntentType)
+	}
+	return nil
+}
+
+// checkOrigin allows the WebSocket upgrade from Config.AllowedOrigins (all
+// when empty) and from clients that send no Origin.
+// TODO(auth): authenticate the upgrade once the api has auth.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if len(s.cfg.AllowedOrigins) == 0 || origin == "" {
+		return true
+	}
+	for _, o := range s.cfg.AllowedOrigins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// upgradeError answers a failed WebSocket handshake in JSON.
+func (s *Server) upgradeError(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+	code := codeBadHandshake
+	if status == http.StatusForbidden {
+		code = codeForbiddenOrigin
+	}
+	writeError(w, status, code, reason.Error(), "")
+}
