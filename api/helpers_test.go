@@ -45,8 +45,8 @@ type harnessSetup struct {
 }
 
 func withConfig(f func(*api.Config)) harnessOpt { return func(h *harnessSetup) { f(&h.cfg) } }
-func withCapacity(n int) harnessOpt          { return func(h *harnessSetup) { h.capacity = n } }
-func withOption(o api.Option) harnessOpt     { return func(h *harnessSetup) { h.opts = append(h.opts, o) } }
+func withCapacity(n int) harnessOpt             { return func(h *harnessSetup) { h.capacity = n } }
+func withOption(o api.Option) harnessOpt        { return func(h *harnessSetup) { h.opts = append(h.opts, o) } }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
