@@ -17,7 +17,12 @@ type Settings struct {
 // configMap builds a librdkafka configuration: the pass-through properties
 // first, then what the caller insists on.
 func (s Settings) configMap(owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
-	cm := kafka.ConfigMap{"bootstrap.servers": s.Bootstrap}
+	cm := kafka.ConfigMap{
+		"bootstrap.servers": s.Bootstrap,
+		// Client telemetry (KIP-714) is off unless asked for: it logs a line
+		// per client at startup and most clusters do not collect it.
+		"enable.metrics.push": false,
+	}
 	if s.ClientID != "" {
 		cm["client.id"] = s.ClientID
 	}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/switchboard-mcp/switchboard/intents/client"
+)
+
+func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlags("agent", "--name N [flags]", `
+Run a demo agent: it reads AgentRequest records from its topic and answers
+each with {"agent": N, "echo": <payload>} on the responses topic, after
+--delay, failing a fraction --error-rate of intents with a retryable error.
+It is also a working example of an agent (intents/client in Go; the README
+shows the same in a few lines of Python and kcat).`, `  switchboard agent --name echo
+  switchboard agent --name slow --delay 1s --error-rate 0.1`, stderr)
+	name := fs.String("name", "", "the agent's `name` (required)")
+	topic := fs.String("topic", "", "the `topic` to read requests from (default: the config's, else mcp.agent.<name>.request)")
+	delay := fs.Duration("delay", 0, "how long each answer takes")
+	errorRate := fs.Float64("error-rate", 0, "the `fraction` of intents to fail, 0 to 1")
+	concurrency := fs.Int("concurrency", 64, "intents served at `once`")
+	c := connFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		fmt.Fprintln(stderr, "--name is required")
+		fs.Usage()
+		return errUsage
+	}
+	if *errorRate < 0 || *errorRate > 1 {
+		return fmt.Errorf("--error-rate %v is not between 0 and 1", *errorRate)
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	codec, err := c.codec(cfg)
+	if err != nil {
+		return err
+	}
+	if *topic == "" {
+		if a := cfg.Agents[*name]; a != nil {
+			*topic = a.Topic
+		}
+	}
+	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	a, err := client.NewAgent(client.AgentConfig{
+		Name: *name, Topic: *topic, ResponsesTopic: cfg.Topics.Responses, Concurrency: *concurrency,
+		Kafka: c.settings(cfg, "switchboard-agent-"+*name), Codec: codec, Logger: log,
+	}, client.DemoHandler(*name, *delay, *errorRate, nil))
+	if err != nil {
+		return err
+	}
+	log.Info("demo agent running", "agent", *name, "kafka", cfg.Kafka.BootstrapServers, "delay", *delay, "error_rate", *errorRate)
+	return a.Run(ctx)
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+)
+
+const usage = `switchboard routes AI agents' intents over Apache Kafka.
+
+Usage:
+  switchboard <command> [flags]
+
+Commands:
+  dev      run everything on an embedded broker, with demo agents (no Kafka needed)
+  serve    run the router and the HTTP/WebSocket API against a Kafka cluster
+  send     publish one intent, and optionally wait for its result
+  tail     print the records of the results, timeouts or dead-letter topic
+  agent    run a demo agent that answers intents
+  version  print the version
+
+Run 'switchboard <command> --help' for a command's flags.
+
+Start here:
+  switchboard dev
+  switchboard send --type echo --payload '{"q":1}' --wait 5s
+`
+
+type command struct {
+	name string
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"dev", runDev},
+	{"serve", runServe},
+	{"send", runSend},
+	{"tail", runTail},
+	{"agent", runAgent},
+}
+
+// errUsage means the flags were wrong; the flag package already said why.
+var errUsage = errors.New("usage")
+
+// run dispatches to a subcommand and turns its error into an exit code: 0
+// success, 1 failure, 2 wrong usage.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, "switchboard", version())
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		default:
+			fmt.Fprintf(stderr, "switchboard %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// newFlags makes a flag set whose --help prints the command's synopsis, what
+// it does, its flags and examples.
+func newFlags(name, synopsis, about, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: switchboard %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
+		fs.PrintDefaults()
+		if examples != "" {
+			fmt.Fprintf(stderr, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
+		}
+	}
+	return fs
+}
+
+// parse parses flags and maps the flag package's errors to ours.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"flag"
+	"os"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// defaultRegistry is where the command-line tools look for Avro schemas when
+// they meet an Avro record and no registry is configured: where
+// 'switchboard dev' serves one.
+const defaultRegistry = "127.0.0.1:8081"
+
+// conn holds the flags that say how a command-line tool reaches Switchboard.
+type conn struct {
+	config   *string
+	brokers  *string
+	registry *string
+}
+
+func connFlags(fs *flag.FlagSet) *conn {
+	return &conn{
+		config:   fs.String("config", "", "read brokers, topics and registry from this YAML `file`"),
+		brokers:  fs.String("brokers", "", "Kafka bootstrap `servers` (default: the config's, else $SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS, else localhost:9092)"),
+		registry: fs.String("registry", "", "Schema Registry `URL` for reading Avro records (default: the config's, else http://"+defaultRegistry+")"),
+	}
+}
+
+// load returns the configuration the flags describe: the file's, or the
+// defaults, with --brokers and --registry applied.
+func (c *conn) load() (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	if *c.config != "" {
+		cfg, err = config.Load(*c.config)
+	} else {
+		// No file: the defaults plus a placeholder route, since a config
+		// needs one; tools only use the Kafka and topic settings.
+		cfg, err = config.Parse("defaults", []byte("agents: {a: {}}\nintents: {a: {agent: a}}\n"), os.LookupEnv)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if *c.brokers != "" {
+		cfg.Kafka.BootstrapServers = *c.brokers
+	}
+	return cfg, nil
+}
+
+// codec reads both encodings, fetching Avro schemas from the registry of
+// --registry, else of the config, else the default; it writes Avro only when
+// the config names a registry, JSON otherwise (the router reads both).
+func (c *conn) codec(cfg *config.Config) (*schemas.Codec, error) {
+	url, write := cfg.SchemaRegistry.URL, schemas.EncodingAvro
+	if url == "" {
+		url, write = "http://"+defaultRegistry, schemas.EncodingJSON
+	}
+	if *c.registry != "" {
+		url = *c.registry
+	}
+	var opts []schemas.RegistryOption
+	if cfg.SchemaRegistry.Username != "" {
+		opts = append(opts, schemas.WithBasicAuth(cfg.SchemaRegistry.Username, cfg.SchemaRegistry.Password))
+	}
+	reg, err := schemas.NewRegistry(url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.NewCodec(schemas.WithRegistry(reg), schemas.WithDefaultEncoding(write))
+}
+
+func (c *conn) settings(cfg *config.Config, clientID string) kafkaio.Settings {
+	return settingsOf(cfg, clientID)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/intents/client"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/embedded"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+)
+
+// devConfig is deploy/examples/switchboard.yaml (a test keeps them equal).
+//
+//go:embed dev.yaml
+var devConfig []byte
+
+// slowDelay is how long the demo agent named "slow" takes: longer than
+// fraud_check's 300ms timeout, so it times out, falls back, and its late
+// answer fills the fallback cache.
+const slowDelay = time.Second
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dev", "[--config FILE] [flags]", `
+Run all of Switchboard on this machine with no Kafka installed: an embedded
+Kafka-protocol broker, a Schema Registry, the router (writing Avro), the HTTP
+and WebSocket API, and a demo agent for each configured agent ("slow" answers
+after one second, the others at once). Any Kafka client (kcat, Python, Java)
+can reach the broker and the registry. Everything lives in memory and is gone
+when you stop it (Ctrl-C).
+
+Without --config it uses the built-in example configuration, the same as
+deploy/examples/switchboard.yaml.`, `  switchboard dev
+  switchboard dev --kafka-port 19092 --http 127.0.0.1:18080`, stderr)
+	path := fs.String("config", "", "a YAML configuration `file` (default: the built-in example)")
+	kafkaPort := fs.Int("kafka-port", 9092, "the embedded broker's `port` on 127.0.0.1 (0 picks a free one)")
+	registry := fs.String("registry", "127.0.0.1:8081", "the schema registry's listen `address`; empty for none (then records are JSON)")
+	httpAddr := fs.String("http", "", "the API's listen `address` (default: http.listen of the config)")
+	agents := fs.Bool("agents", true, "run the demo agents")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var (
+		cfg *config.Config
+		err error
+	)
+	if *path != "" {
+		cfg, err = config.Load(*path)
+	} else {
+		cfg, err = config.Parse("built-in dev config", devConfig, os.LookupEnv)
+	}
+	if err != nil {
+		return err
+	}
+	if *httpAddr != "" {
+		cfg.HTTP.Listen = *httpAddr
+	}
+	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+
+	cluster, err := embedded.Start(embedded.Options{KafkaPort: *kafkaPort, Registry: *registry != "", RegistryAddr: *registry})
+	if err != nil {
+		return fmt.Errorf("%w (is another 'switchboard dev' or a Kafka broker running? try --kafka-port 0)", err)
+	}
+	defer cluster.Close()
+	cfg.Kafka.BootstrapServers = cluster.Bootstrap()
+	cfg.SchemaRegistry.URL = cluster.RegistryURL()
+
+	if _, err := kafkaio.CreateTopics(ctx, settingsOf(cfg, "switchboard-dev"), topicSpecs(cfg)); err != nil {
+		return err
+	}
+	n, err := newNode(cfg, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var nodeErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nodeErr = n.run(ctx)
+		cancel()
+	}()
+	if *agents {
+		names := make([]string, 0, len(cfg.Agents))
+		for name := range cfg.Agents {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			delay := time.Duration(0)
+			if name == "slow" {
+				delay = slowDelay
+			}
+			a, err := client.NewAgent(client.AgentConfig{
+				Name: name, Topic: cfg.Agents[name].Topic, ResponsesTopic: cfg.Topics.Responses,
+				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
+			}, client.DemoHandler(name, delay, 0, nil))
+			if err != nil {
+				cancel()
+				wg.Wait()
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					log.Error("demo agent stopped", "agent", name, "error", err)
+				}
+			}()
+		}
+	}
+	select {
+	case <-n.api.Ready():
+		printDevBanner(stdout, cfg, n.api.Addr(), cluster, *kafkaPort)
+	case <-ctx.Done():
+	}
+	wg.Wait()
+	return nodeErr
+}
+
+func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int) {
+	brokers := ""
+	if askedPort != 9092 {
+		brokers = " --brokers " + cluster.Bootstrap()
+	}
+	if u := cluster.RegistryURL(); u != "" && u != "http://"+defaultRegistry {
+		brokers += " --registry " + u
+	}
+	reg := cluster.RegistryURL()
+	if reg == "" {
+		reg = "(none: records are JSON)"
+	}
+	fmt.Fprintf(w, `
+Switchboard dev is running.
+  Kafka (embedded)   %s
+  Schema Registry    %s
+  HTTP API           http://%s   (metrics at /metrics)
+  WebSocket          ws://%s/v1/stream
+  demo agents        %d (slow answers after %s)
+
+Try, in another terminal:
+  switchboard send --type echo --payload '{"q":1}' --wait 5s%s
+  switchboard send --type fraud_check --payload '{"amount":1}' --context-ref user-1 --wait 5s%s
+    (times out after 300ms and falls back to the static answer; run it again
+     two seconds later and it falls back to the slow agent's cached answer)
+  curl -s -XPOST 'http://%s/v1/intents?wait=5s' -d '{"intent_type":"echo","payload":{"hello":"world"}}'
+  switchboard tail --topic results%s
+
+Stop with Ctrl-C.
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, brokers)
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/intents/client"
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// node is one Switchboard instance: the router, the API, the reader of the
+// results topic that feeds the API, and the publisher the API submits with.
+type node struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	codec   *schemas.Codec
+	router  *router.Router
+	api     *api.Server
+	results *api.Results
+	pub     *client.Publisher
+	kafka   kafkaio.Settings
+}
+
+func settingsOf(cfg *config.Config, clientID string) kafkaio.Settings {
+	return kafkaio.Settings{Bootstrap: cfg.Kafka.BootstrapServers, Properties: cfg.Kafka.Properties, ClientID: clientID}
+}
+
+// codecFor writes Avro when the config names a registry, JSON otherwise.
+func codecFor(cfg *config.Config) (*schemas.Codec, error) {
+	if cfg.SchemaRegistry.URL == "" {
+		return schemas.NewCodec()
+	}
+	var opts []schemas.RegistryOption
+	if cfg.SchemaRegistry.Username != "" {
+		opts = append(opts, schemas.WithBasicAuth(cfg.SchemaRegistry.Username, cfg.SchemaRegistry.Password))
+	}
+	reg, err := schemas.NewRegistry(cfg.SchemaRegistry.URL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.NewCodec(schemas.WithRegistry(reg))
+}
+
+func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
+	codec, err := codecFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	src, err := kafkaio.NewSource(n.kafka, cfg.Kafka.GroupID, []string{cfg.Topics.Requests, cfg.Topics.Responses})
+	if err != nil {
+		return nil, err
+	}
+	sink, err := kafkaio.NewSink(n.kafka, 10*time.Second)
+	if err != nil {
+		_ = src.Close()
+		return nil, err
+	}
+	n.router, err = router.New(cfg, codec, src, sink, router.WithLogger(log), router.WithRegisterer(reg))
+	if err != nil {
+		_ = src.Close()
+		_ = sink.Close()
+		return nil, err
+	}
+	n.pub, err = client.NewPublisher(n.kafka, codec, cfg.Topics.Requests)
+	if err != nil {
+		return nil, err
+	}
+	n.results = api.NewResults(cfg.HTTP.Results)
+	n.api, err = api.New(api.Config{Listen: cfg.HTTP.Listen, MaxWait: cfg.HTTP.MaxWait.D()}, n.pub, n.results,
+		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithReadiness(n.router.Ready))
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// run runs every part until ctx ends or one part fails, then stops them in
+// order: the API first (no new intents), then the router (it drains and
+// commits), then the results reader and the publisher.
+func (n *node) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	part := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	part("router", n.router.Run)
+	part("api", n.api.Run)
+	part("results reader", n.readResults)
+	<-ctx.Done()
+	wg.Wait()
+	n.pub.Close()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// readResults feeds the API's view of results from the results topic. Every
+// instance reads every partition, so any instance can answer any client.
+func (n *node) readResults(ctx context.Context) error {
+	return kafkaio.Tail(ctx, n.kafka, n.cfg.Topics.Results, false, nil, func(rec *router.Record) error {
+		var res schemas.IntentResult
+		if err := n.codec.Decode(rec.Value, &res); err != nil {
+			n.log.Warn("undecodable result skipped", "partition", rec.Partition, "offset", rec.Offset, "error", err)
+			return nil
+		}
+		n.results.Add(&res)
+		return nil
+	})
+}
+
+// topicSpecs lists the topics a config needs, for creating them.
+func topicSpecs(cfg *config.Config) []kafkaio.TopicSpec {
+	p, rf := cfg.Topics.Partitions, cfg.Topics.ReplicationFactor
+	specs := []kafkaio.TopicSpec{
+		{Name: cfg.Topics.Requests, Partitions: p, ReplicationFactor: rf},
+		{Name: cfg.Topics.Responses, Partitions: p, ReplicationFactor: rf},
+		{Name: cfg.Topics.Results, Partitions: p, ReplicationFactor: rf},
+		{Name: cfg.Topics.Timeouts, Partitions: p, ReplicationFactor: rf},
+		{Name: cfg.Topics.DeadLetter, Partitions: p, ReplicationFactor: rf},
+	}
+	for _, a := range cfg.Agents {
+		specs = append(specs, kafkaio.TopicSpec{Name: a.Topic, Partitions: p, ReplicationFactor: rf})
+	}
+	return specs
+}

@@ -1,0 +1,99 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// Publisher publishes intent requests. It is safe for concurrent use.
+type Publisher struct {
+	p      *kafkaio.Producer
+	codec  *schemas.Codec
+	topic  string
+	closed bool
+}
+
+// NewPublisher publishes to the requests topic of the cluster s reaches.
+func NewPublisher(s kafkaio.Settings, codec *schemas.Codec, requestsTopic string) (*Publisher, error) {
+	p, err := kafkaio.NewProducer(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{p: p, codec: codec, topic: requestsTopic}, nil
+}
+
+// Publish validates req, fills its intent_id when empty, and publishes it
+// keyed by its id; it returns once the broker acknowledged it.
+func (p *Publisher) Publish(ctx context.Context, req *schemas.IntentRequest) error {
+	if req.IntentID == "" {
+		req.IntentID = intents.NewID()
+	}
+	if err := intents.Validate(req); err != nil {
+		return err
+	}
+	value, err := p.codec.Encode(p.topic, req)
+	if err != nil {
+		return fmt.Errorf("client: encoding the intent: %w", err)
+	}
+	var headers []router.Header
+	if req.Traceparent != nil {
+		headers = []router.Header{{Key: router.HeaderTraceparent, Value: []byte(*req.Traceparent)}}
+	}
+	return p.p.Send(ctx, p.topic, []byte(req.IntentID), value, headers, time.Time{})
+}
+
+// PublishIntent is Publish; it makes a Publisher an api.Publisher.
+func (p *Publisher) PublishIntent(ctx context.Context, req *schemas.IntentRequest) error {
+	return p.Publish(ctx, req)
+}
+
+// Close flushes and releases the producer.
+func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
+
+// ErrNoResult is returned by Await when ctx ends before the result arrives.
+var ErrNoResult = errors.New("client: no result before the deadline")
+
+// Await reads the results topic from its current end, calls publish once it
+// is reading (so the result cannot be missed), and returns the result of
+// intentID.
+func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, intentID string, publish func() error) (*schemas.IntentResult, error) {
+	var (
+		res     *schemas.IntentResult
+		pubErr  error
+		found   = errors.New("found")
+		tailCtx context.Context
+	)
+	tailCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := kafkaio.Tail(tailCtx, s, resultsTopic, false, func() {
+		if pubErr = publish(); pubErr != nil {
+			cancel()
+		}
+	}, func(rec *router.Record) error {
+		if string(rec.Key) != intentID {
+			return nil
+		}
+		var r schemas.IntentResult
+		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID {
+			return nil
+		}
+		res = &r
+		return found
+	})
+	switch {
+	case pubErr != nil:
+		return nil, pubErr
+	case res != nil:
+		return res, nil
+	case err != nil && !errors.Is(err, found):
+		return nil, err
+	}
+	return nil, ErrNoResult
+}

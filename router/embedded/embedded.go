@@ -1,0 +1,103 @@
+// Package embedded runs an in-process Kafka-protocol broker (franz-go's kfake)
+// and an in-process Confluent Schema Registry (srfake) on loopback, for
+// 'switchboard dev' and for fast tests. Any client reaches them over the real
+// protocols: librdkafka, kcat, Java, Python.
+//
+// It is not Apache Kafka: tests that matter run against a real broker too
+// (make test-integration). It keeps everything in memory and is gone when the
+// process ends.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+)
+
+// Options says where to listen. Port 0 picks a free port.
+type Options struct {
+	// KafkaPort is the broker's port on 127.0.0.1 (9092 for dev, 0 in tests).
+	KafkaPort int
+	// Registry starts a Schema Registry too.
+	Registry bool
+	// RegistryAddr is the registry's listen address ("127.0.0.1:8081" for
+	// dev; default 127.0.0.1:0).
+	RegistryAddr string
+}
+
+// Cluster is a running embedded broker and, optionally, registry.
+type Cluster struct {
+	kafka *kfake.Cluster
+	reg   *srfake.Registry
+	srv   *http.Server
+	ln    net.Listener
+	done  chan struct{}
+}
+
+// Start starts the broker (and the registry when asked).
+func Start(opts Options) (*Cluster, error) {
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(opts.KafkaPort), kfake.ClusterID("switchboard-dev")}
+	kc, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: starting the broker on 127.0.0.1:%d: %w", opts.KafkaPort, err)
+	}
+	c := &Cluster{kafka: kc, done: make(chan struct{})}
+	if !opts.Registry {
+		close(c.done)
+		return c, nil
+	}
+	addr := opts.RegistryAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	c.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("embedded: starting the schema registry on %s: %w", addr, err)
+	}
+	c.reg = srfake.NewRegistry()
+	c.srv = &http.Server{Handler: c.reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(c.done)
+		if err := c.srv.Serve(c.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // Serve only fails when the listener does; Close reports nothing useful
+		}
+	}()
+	return c, nil
+}
+
+// Bootstrap is the broker's host:port.
+func (c *Cluster) Bootstrap() string { return c.kafka.ListenAddrs()[0] }
+
+// RegistryURL is the registry's URL, or "" without one.
+func (c *Cluster) RegistryURL() string {
+	if c.ln == nil {
+		return ""
+	}
+	return "http://" + c.ln.Addr().String()
+}
+
+// KafkaPort is the broker's port.
+func (c *Cluster) KafkaPort() int {
+	_, p, _ := net.SplitHostPort(c.Bootstrap())
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Close stops the registry and the broker.
+func (c *Cluster) Close() {
+	if c.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = c.srv.Shutdown(ctx)
+		cancel()
+	}
+	<-c.done
+	c.kafka.Close()
+}

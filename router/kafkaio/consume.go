@@ -1,0 +1,55 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// Consume joins groupID, reads topics and calls fn for each record until ctx
+// ends or fn returns an error. Offsets are committed automatically as records
+// are handed to fn: what a demo agent or a tool needs, not what the router
+// needs (it uses Source).
+func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
+	cm, err := s.configMap(kafka.ConfigMap{
+		"group.id":             groupID,
+		"auto.offset.reset":    "latest",
+		"enable.auto.commit":   true,
+		"isolation.level":      "read_committed",
+		"enable.partition.eof": false,
+	})
+	if err != nil {
+		return err
+	}
+	c, err := kafka.NewConsumer(cm)
+	if err != nil {
+		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
+	}
+	defer c.Close()
+	if err := c.SubscribeTopics(topics, nil); err != nil {
+		return fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
+	}
+	for ctx.Err() == nil {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				continue
+			}
+			rec := &router.Record{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value}
+			if e.TimestampType != kafka.TimestampNotAvailable {
+				rec.TimestampMs = e.Timestamp.UnixMilli()
+			}
+			if err := fn(rec); err != nil {
+				return err
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("kafkaio: consuming %v: %w", topics, e)
+			}
+		}
+	}
+	return nil
+}
