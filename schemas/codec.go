@@ -67,7 +67,8 @@ type writerSchema struct {
 
 type resolvedSchema struct {
 	schema avro.Schema
-	err    error // deterministic failure (incompatible), cached too
+	scan   avro.Schema // if not nil, scanAvro bodies with it first (see avrocheck.go)
+	err    error       // deterministic failure (incompatible), cached too
 }
 
 // CodecOption configures a Codec.
@@ -339,16 +340,25 @@ func (c *Codec) decodeAvro(data []byte, r Record) error {
 	}
 	id := binary.BigEndian.Uint32(data[1:wireHeaderLen])
 	k := r.kind()
-	schema, err := c.readerSchema(id, k)
+	rs, err := c.readerSchema(id, k)
+	if err == nil {
+		err = rs.err
+	}
 	if err != nil {
 		return err
+	}
+	body := data[wireHeaderLen:]
+	if rs.scan != nil {
+		if err := scanAvro(rs.scan, body); err != nil {
+			return decodeErr(ClassMalformedAvro, ErrMalformed, "%s (schema id %d): %v", c.schemas[k].name, id, err)
+		}
 	}
 
 	reset(r)
 	rd := c.avroReaders.Get().(*avro.Reader)
-	rd.Reset(data[wireHeaderLen:])
+	rd.Reset(body)
 	rd.Error = nil
-	rd.ReadVal(schema, r)
+	rd.ReadVal(rs.schema, r)
 	err = rd.Error
 	if err == nil {
 		// Peek sets io.EOF at the end of the input: anything else is trailing.
@@ -370,16 +380,16 @@ func (c *Codec) decodeAvro(data []byte, r Record) error {
 }
 
 // readerSchema returns the schema that reads records written with schema id
-// as kind: our schema resolved against the writer's.
-func (c *Codec) readerSchema(id uint32, k kind) (avro.Schema, error) {
+// as kind: our schema resolved against the writer's, or in rs.err why there
+// is none.
+func (c *Codec) readerSchema(id uint32, k kind) (resolvedSchema, error) {
 	key := resolvedKey{id: id, kind: k}
 	if v, ok := c.readerByID.Load(key); ok {
-		rs := v.(resolvedSchema)
-		return rs.schema, rs.err
+		return v.(resolvedSchema), nil
 	}
 	writer, err := c.writerSchema(id)
 	if err != nil {
-		return nil, err
+		return resolvedSchema{}, err
 	}
 	reader := c.schemas[k].schema
 	var rs resolvedSchema
@@ -389,9 +399,12 @@ func (c *Codec) readerSchema(id uint32, k kind) (avro.Schema, error) {
 		rs.err = decodeErr(ClassIncompatibleSchema, ErrIncompatibleSchema, "schema id %d cannot be read as %s: %v", id, c.schemas[k].name, err)
 	} else {
 		rs.schema = s
+		if hasArrayOrMap(writer) {
+			rs.scan = writer
+		}
 	}
 	c.readerByID.Store(key, rs)
-	return rs.schema, rs.err
+	return rs, nil
 }
 
 // writerSchema returns the schema with the given id, from the cache or the
@@ -436,6 +449,9 @@ func (c *Codec) fetchWriterSchema(id uint32) (ws writerSchema, cache bool) {
 	s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
 	if err != nil {
 		return writerSchema{err: decodeErr(ClassIncompatibleSchema, ErrIncompatibleSchema, "schema id %d does not parse: %v", id, err)}, true
+	}
+	if hasZeroSizeArray(s) {
+		return writerSchema{err: decodeErr(ClassIncompatibleSchema, ErrIncompatibleSchema, "schema id %d has an array of zero-size items, which this reader refuses", id)}, true
 	}
 	return writerSchema{schema: s}, true
 }

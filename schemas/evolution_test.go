@@ -47,7 +47,7 @@ func fieldIndex(t *testing.T, m map[string]any, name string) int {
 
 // writeWith registers schema text under subject in fake and returns v
 // encoded with it, in the wire format.
-func writeWith(t *testing.T, fake *srfake.Registry, subject, text string, v any) []byte {
+func writeWith(t testing.TB, fake *srfake.Registry, subject, text string, v any) []byte {
 	t.Helper()
 	id, _, err := fake.RegisterSchema(subject, sr.Schema{Schema: text})
 	if err != nil {
