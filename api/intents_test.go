@@ -1,10 +1,13 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,4 +304,53 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	}
 	resp, body = h.do("GET", "/readyz", "")
 	wantError(t, resp, body, http.StatusServiceUnavailable, "not_ready", "")
+}
+
+func TestShutdownEndsPendingWaitsWith202(t *testing.T) {
+	h := newHarness(t)
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := h.do("POST", "/v1/intents?wait=1h", `{"intent_type":"echo","payload":{}}`)
+		done <- resp
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.Shutdown(ctx); err != nil { // must not wait an hour
+		t.Fatal(err)
+	}
+	if resp := <-done; resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("status = %d, want 202 pending", resp.StatusCode)
+	}
+}
+
+func TestRequestsAreLoggedAtDebug(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := newHarness(t, withOption(api.WithLogger(logger)))
+	h.do("GET", "/v1/intents/nope", "")
+	if s := buf.String(); !strings.Contains(s, `"msg":"http request"`) || !strings.Contains(s, `"route":"/v1/intents/{id}"`) ||
+		!strings.Contains(s, `"status":404`) {
+		t.Fatalf("log: %s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -326,3 +326,15 @@ func TestStreamPlainGetIsABadHandshake(t *testing.T) {
 	resp, body := h.do("GET", "/v1/stream", "")
 	wantError(t, resp, body, http.StatusBadRequest, "bad_handshake", "")
 }
+
+func TestStreamClosesWith1009OnAnOversizedMessage(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *api.Config) { c.MaxMessageBytes = 1024 }))
+	c := h.dial(nil)
+	c.sendText(`{"subscribe":{"session_id":"` + strings.Repeat("s", 2048) + `"}}`)
+	_ = c.conn.SetReadDeadline(time.Now().Add(testTimeout))
+	_, _, err := c.conn.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {
+		t.Fatalf("read: %v, want close 1009", err)
+	}
+}
