@@ -36,7 +36,7 @@ type Codec struct {
 	api      avro.API
 	schemas  [numKinds]*recordSchema
 
-	subjectIDs   sync.Map // subjectKey -> uint32: ids of our schemas
+	subjectIDs   sync.Map // subjectKey -> uint32: ids of our schemas per topic
 	writerByID   sync.Map // uint32 -> writerSchema: writer schemas fetched by id
 	readerByID   sync.Map // resolvedKey -> resolvedSchema
 	registerOnce flight[subjectKey, uint32]
@@ -48,8 +48,8 @@ type Codec struct {
 }
 
 type subjectKey struct {
-	subject string
-	kind    kind
+	topic string // not the subject: building it would allocate per Encode
+	kind  kind
 }
 
 type resolvedKey struct {
@@ -246,6 +246,9 @@ func (c *Codec) putAvroWriter(w *avro.Writer) {
 // Encode never waits for the registry. r may be a nil pointer, e.g.
 // (*IntentResult)(nil). Without a registry it does nothing.
 func (c *Codec) Prepare(ctx context.Context, topic string, r Record) error {
+	if r == nil {
+		return errors.New("schemas: Prepare with a nil Record")
+	}
 	if c.reg == nil {
 		return nil
 	}
@@ -256,7 +259,10 @@ func (c *Codec) Prepare(ctx context.Context, topic string, r Record) error {
 // schemaID returns the id of kind's schema under topic's subject, registering
 // it on first use.
 func (c *Codec) schemaID(ctx context.Context, topic string, k kind) (uint32, error) {
-	key := subjectKey{subject: Subject(topic), kind: k}
+	if topic == "" {
+		return 0, errors.New("schemas: empty topic: no subject for the schema")
+	}
+	key := subjectKey{topic: topic, kind: k}
 	if v, ok := c.subjectIDs.Load(key); ok {
 		return v.(uint32), nil
 	}
@@ -264,12 +270,13 @@ func (c *Codec) schemaID(ctx context.Context, topic string, k kind) (uint32, err
 		if v, ok := c.subjectIDs.Load(key); ok {
 			return v.(uint32), nil
 		}
-		id, err := c.reg.Register(ctx, key.subject, c.schemas[k].compact)
+		subject := Subject(topic)
+		id, err := c.reg.Register(ctx, subject, c.schemas[k].compact)
 		if err != nil {
-			return 0, fmt.Errorf("schemas: registering %s under %s: %w", c.schemas[k].name, key.subject, err)
+			return 0, fmt.Errorf("schemas: registering %s under %s: %w", c.schemas[k].name, subject, err)
 		}
 		if id < 0 || uint64(id) > 1<<32-1 {
-			return 0, fmt.Errorf("schemas: registry gave %s the id %d, outside the wire format's range", key.subject, id)
+			return 0, fmt.Errorf("schemas: registry gave %s the id %d, outside the wire format's range", subject, id)
 		}
 		// The registry vouches that id is our schema: records written with
 		// it decode without asking again.

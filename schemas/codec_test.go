@@ -307,6 +307,13 @@ func TestNewCodecOptions(t *testing.T) {
 	if err := c.Prepare(bg, "t", (*IntentRequest)(nil)); err != nil {
 		t.Errorf("Prepare without registry: %v", err)
 	}
+	if err := c.Prepare(bg, "t", nil); err == nil {
+		t.Error("Prepare with a nil Record succeeded")
+	}
+	ac, _ := newAvroCodec(t)
+	if _, err := ac.Encode("", &IntentRequest{}); err == nil {
+		t.Error("Avro with an empty topic succeeded")
+	}
 }
 
 // countRequests counts the registry's HTTP requests by method.
