@@ -119,6 +119,8 @@ var sentinelClasses = []struct {
 	{ErrNoRegistry, ClassNoRegistry},
 	{ErrRegistryUnavailable, ClassRegistryUnavailable},
 	{ErrInvalidRecord, ClassInvalidRecord},
+	// Decode wraps ErrMalformed in a DecodeError that says JSON or Avro;
+	// an ErrMalformed outside one can only come from the Avro path.
 	{ErrMalformed, ClassMalformedAvro},
 }
 
