@@ -1,0 +1,486 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// run runs every scenario against the broker at bootstrap, once with a
+// Schema Registry and once without.
+func run(t *testing.T, bootstrap string) {
+	for _, enc := range []string{"avro", "json"} {
+		t.Run(enc, func(t *testing.T) {
+			e := newEnv(t, bootstrap, enc == "avro")
+			t.Run("answered", e.answered)
+			t.Run("timeout_then_fallback_static", e.timeoutThenStatic)
+			t.Run("late_answer_then_fallback_cache", e.lateAnswerThenCache)
+			t.Run("expired_on_arrival", e.expiredOnArrival)
+			t.Run("duplicate_response", e.duplicateResponse)
+			t.Run("malformed_record_to_dead_letter", e.malformedToDeadLetter)
+			t.Run("json_agent_in_any_mode", e.jsonAgent)
+		})
+	}
+}
+
+const suiteConfig = `
+topics:
+  requests: %[1]s.request
+  responses: %[1]s.response
+  results: %[1]s.result
+  timeouts: %[1]s.timeout
+  dead_letter: %[1]s.dlq
+  partitions: 3
+kafka:
+  group_id: %[1]s.router
+agents:
+  echo: {topic: %[1]s.agent.echo}
+  slow: {topic: %[1]s.agent.slow}
+  plain: {topic: %[1]s.agent.plain, encoding: json}
+intents:
+  echo:        {agent: echo, timeout: 5s}
+  fraud_check: {agent: slow, timeout: 300ms, fallback: {cache: {max_age: 10m}, static: {decision: review}}}
+  lookup:      {agent: plain, timeout: 5s}
+`
+
+// awaitTimeout bounds every wait for a record: generous for a loaded CI
+// machine, short enough that a lost record fails fast.
+const awaitTimeout = 30 * time.Second
+
+// on returns a copy of e that reports to t (a scenario's own subtest).
+func (e *env) on(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
+// env is one router on one broker, with readers of every topic it writes.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	cfg     *config.Config
+	codec   *schemas.Codec
+	clock   *clockwork.FakeClock
+	reg     *prometheus.Registry
+	kafka   kafkaio.Settings
+	pub     *kafkaio.Producer
+	results *inbox
+	touts   *inbox
+	dlq     *inbox
+	agents  map[string]*inbox
+}
+
+func newEnv(t *testing.T, bootstrap string, avro bool) *env {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	prefix := "cf." + randomHex(4)
+	cfg, err := config.Parse("conformance.yaml", fmt.Appendf(nil, suiteConfig, prefix), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Kafka.BootstrapServers = bootstrap
+	e := &env{t: t, ctx: ctx, cfg: cfg, clock: clockwork.NewFakeClockAt(time.Now()), reg: prometheus.NewRegistry(),
+		kafka: kafkaio.Settings{Bootstrap: bootstrap}, agents: map[string]*inbox{}}
+	var opts []schemas.CodecOption
+	if avro {
+		fake := srfake.New()
+		t.Cleanup(fake.Close)
+		sr, err := schemas.NewRegistry(fake.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, schemas.WithRegistry(sr))
+	}
+	if e.codec, err = schemas.NewCodec(opts...); err != nil {
+		t.Fatal(err)
+	}
+
+	var specs []kafkaio.TopicSpec
+	for _, name := range []string{cfg.Topics.Requests, cfg.Topics.Responses, cfg.Topics.Results, cfg.Topics.Timeouts, cfg.Topics.DeadLetter,
+		cfg.Agents["echo"].Topic, cfg.Agents["slow"].Topic, cfg.Agents["plain"].Topic} {
+		specs = append(specs, kafkaio.TopicSpec{Name: name, Partitions: cfg.Topics.Partitions, ReplicationFactor: 1})
+	}
+	if _, err := kafkaio.CreateTopics(ctx, e.kafka, specs); err != nil {
+		t.Fatal(err)
+	}
+	if e.pub, err = kafkaio.NewProducer(e.kafka); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.pub.Close(5 * time.Second) })
+
+	var wg sync.WaitGroup
+	rctx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); wg.Wait() })
+	e.results = e.read(rctx, &wg, cfg.Topics.Results)
+	e.touts = e.read(rctx, &wg, cfg.Topics.Timeouts)
+	e.dlq = e.read(rctx, &wg, cfg.Topics.DeadLetter)
+	for name, a := range cfg.Agents {
+		e.agents[name] = e.read(rctx, &wg, a.Topic)
+	}
+
+	src, err := kafkaio.NewSource(e.kafka, cfg.Kafka.GroupID, []string{cfg.Topics.Requests, cfg.Topics.Responses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := kafkaio.NewSink(e.kafka, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SWITCHBOARD_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	r, err := router.New(cfg, e.codec, src, sink, router.WithClock(e.clock), router.WithRegisterer(e.reg), router.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := r.Run(rctx); err != nil {
+			t.Errorf("router: %v", err)
+		}
+	}()
+	return e
+}
+
+// inbox collects the records of one topic as they arrive.
+type inbox struct {
+	mu    sync.Mutex
+	recs  []*router.Record
+	wake  chan struct{}
+	ready chan struct{}
+}
+
+func (e *env) read(ctx context.Context, wg *sync.WaitGroup, topic string) *inbox {
+	in := &inbox{wake: make(chan struct{}), ready: make(chan struct{})}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := kafkaio.Tail(ctx, e.kafka, topic, true, func() { close(in.ready) }, func(rec *router.Record) error {
+			in.mu.Lock()
+			in.recs = append(in.recs, rec)
+			close(in.wake)
+			in.wake = make(chan struct{})
+			in.mu.Unlock()
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			e.t.Errorf("reading %s: %v", topic, err)
+		}
+	}()
+	return in
+}
+
+// await returns the first record with key for which match holds, waiting
+// for it until the suite's deadline.
+func (e *env) await(in *inbox, key string, match func(*router.Record) bool) *router.Record {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, awaitTimeout)
+	defer cancel()
+	for {
+		in.mu.Lock()
+		wake := in.wake
+		for _, r := range in.recs {
+			if string(r.Key) == key && (match == nil || match(r)) {
+				in.mu.Unlock()
+				return r
+			}
+		}
+		in.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			e.t.Fatalf("no record with key %s within %s", key, awaitTimeout)
+		}
+	}
+}
+
+func (in *inbox) count(key string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for _, r := range in.recs {
+		if string(r.Key) == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) publish(req *schemas.IntentRequest, ts time.Time) {
+	e.t.Helper()
+	v, err := e.codec.Encode(e.cfg.Topics.Requests, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Requests, []byte(req.IntentID), v, nil, ts); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) intent(typ, payload, contextRef string) *schemas.IntentRequest {
+	req := &schemas.IntentRequest{IntentID: typ + "-" + randomHex(6), IntentType: typ, Payload: schemas.JSON(payload)}
+	if contextRef != "" {
+		req.ContextRef = &contextRef
+	}
+	return req
+}
+
+func (e *env) respond(id, agent, answer string, enc schemas.Encoding) {
+	e.t.Helper()
+	a := schemas.JSON(answer)
+	v, err := e.codec.EncodeAs(enc, e.cfg.Topics.Responses, &schemas.AgentResponse{RequestID: id, Agent: agent, Status: schemas.StatusOK, Answer: &a})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Responses, []byte(id), v, nil, time.Time{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) dispatched(agent, id string) *schemas.AgentRequest {
+	e.t.Helper()
+	var ar schemas.AgentRequest
+	if err := e.codec.Decode(e.await(e.agents[agent], id, nil).Value, &ar); err != nil {
+		e.t.Fatal(err)
+	}
+	return &ar
+}
+
+func (e *env) result(id string) *schemas.IntentResult {
+	e.t.Helper()
+	var res schemas.IntentResult
+	if err := e.codec.Decode(e.await(e.results, id, nil).Value, &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return &res
+}
+
+func (e *env) timeoutEvent(id string) *schemas.IntentTimeout {
+	e.t.Helper()
+	var to schemas.IntentTimeout
+	if err := e.codec.Decode(e.await(e.touts, id, nil).Value, &to); err != nil {
+		e.t.Fatal(err)
+	}
+	return &to
+}
+
+// expireThrough moves the router's clock just past a deadline (unix ms). Not
+// further: records published next carry the broker's real timestamps, and a
+// clock far ahead of them would expire them on arrival.
+func (e *env) expireThrough(deadlineMs int64) {
+	if d := time.UnixMilli(deadlineMs + 1).Sub(e.clock.Now()); d > 0 {
+		e.clock.Advance(d)
+	}
+}
+
+// waitMetric waits until a counter of the router reaches want.
+func (e *env) waitMetric(name string, want float64) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, awaitTimeout)
+	defer cancel()
+	for {
+		if got := gather(e.reg, name); got >= want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			e.t.Fatalf("%s never reached %v within %s (at %v)", name, want, awaitTimeout, gather(e.reg, name))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func gather(reg *prometheus.Registry, name string) float64 {
+	mfs, _ := reg.Gather()
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// The scenarios.
+
+func (e *env) answered(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("echo", `{"q":1}`, "")
+	before := time.Now()
+	e.publish(req, time.Time{})
+	ar := e.dispatched("echo", req.IntentID)
+	if ar.Agent != "echo" || ar.Attempt != 1 || string(ar.Payload) != `{"q":1}` {
+		t.Fatalf("dispatched %+v", ar)
+	}
+	if d := time.UnixMilli(ar.Deadline).Sub(before); d < 4*time.Second || d > 6*time.Second {
+		t.Fatalf("deadline %v after publishing, want about the 5s timeout", d)
+	}
+	e.respond(req.IntentID, "echo", `{"echo":{"q":1}}`, e.codec.Encoding())
+	res := e.result(req.IntentID)
+	if res.Outcome != schemas.OutcomeAnswered || res.Answer == nil || string(*res.Answer) != `{"echo":{"q":1}}` {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Timeline.DispatchedAt == nil || res.Timeline.AnsweredAt == nil {
+		t.Fatalf("timeline %+v", res.Timeline)
+	}
+}
+
+func (e *env) timeoutThenStatic(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("fraud_check", `{"amount":1}`, "user-"+randomHex(3))
+	e.publish(req, time.Time{})
+	ar := e.dispatched("slow", req.IntentID)
+	e.expireThrough(ar.Deadline)
+	to := e.timeoutEvent(req.IntentID)
+	if to.Reason != schemas.ReasonDeadline || to.Fallback != schemas.FallbackStatic || to.Deadline != ar.Deadline {
+		t.Fatalf("timeout %+v", to)
+	}
+	res := e.result(req.IntentID)
+	if res.Outcome != schemas.OutcomeFallbackStatic || string(*res.Answer) != `{"decision":"review"}` {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func (e *env) lateAnswerThenCache(t *testing.T) {
+	e = e.on(t)
+	user := "user-" + randomHex(3)
+	first := e.intent("fraud_check", `{"amount":1}`, user)
+	e.publish(first, time.Time{})
+	e.expireThrough(e.dispatched("slow", first.IntentID).Deadline)
+	if res := e.result(first.IntentID); res.Outcome != schemas.OutcomeFallbackStatic {
+		t.Fatalf("first result %+v", res)
+	}
+	late := gather(e.reg, "switchboard_responses_late_total")
+	e.respond(first.IntentID, "slow", `{"decision":"approve"}`, e.codec.Encoding())
+	e.waitMetric("switchboard_responses_late_total", late+1)
+
+	second := e.intent("fraud_check", `{"amount":2}`, user)
+	e.publish(second, time.Time{})
+	e.expireThrough(e.dispatched("slow", second.IntentID).Deadline)
+	res := e.result(second.IntentID)
+	if res.Outcome != schemas.OutcomeFallbackCache || string(*res.Answer) != `{"decision":"approve"}` {
+		t.Fatalf("second result %+v", res)
+	}
+	if to := e.timeoutEvent(second.IntentID); to.Fallback != schemas.FallbackCache {
+		t.Fatalf("timeout %+v", to)
+	}
+	if n := e.results.count(first.IntentID); n != 1 {
+		t.Fatalf("the late answer made %d results for its intent", n)
+	}
+}
+
+func (e *env) expiredOnArrival(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("fraud_check", `{}`, "")
+	e.publish(req, time.Now().Add(-time.Minute))
+	to := e.timeoutEvent(req.IntentID)
+	if to.Reason != schemas.ReasonExpiredOnArrival {
+		t.Fatalf("timeout %+v", to)
+	}
+	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeFallbackStatic || res.Timeline.DispatchedAt != nil {
+		t.Fatalf("result %+v", res)
+	}
+	// A later intent to the same agent is dispatched; the expired one never.
+	probe := e.intent("fraud_check", `{}`, "")
+	e.publish(probe, time.Time{})
+	e.dispatched("slow", probe.IntentID)
+	if n := e.agents["slow"].count(req.IntentID); n != 0 {
+		t.Fatalf("an intent expired on arrival was dispatched %d times", n)
+	}
+}
+
+func (e *env) duplicateResponse(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("echo", `{}`, "")
+	e.publish(req, time.Time{})
+	e.dispatched("echo", req.IntentID)
+	dups := gather(e.reg, "switchboard_responses_duplicate_total")
+	e.respond(req.IntentID, "echo", `1`, e.codec.Encoding())
+	e.result(req.IntentID)
+	e.respond(req.IntentID, "echo", `2`, e.codec.Encoding())
+	e.waitMetric("switchboard_responses_duplicate_total", dups+1)
+	if n := e.results.count(req.IntentID); n != 1 {
+		t.Fatalf("%d results after a duplicate response", n)
+	}
+	if res := e.result(req.IntentID); string(*res.Answer) != `1` {
+		t.Fatalf("the duplicate changed the answer: %s", *res.Answer)
+	}
+}
+
+func (e *env) malformedToDeadLetter(t *testing.T) {
+	e = e.on(t)
+	id := "bad-" + randomHex(4)
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Requests, []byte(id), []byte(`{"intent_id": "`+id+`", "intent_type": `), nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	dl := e.await(e.dlq, id, nil)
+	h := map[string]string{}
+	for _, x := range dl.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if h[router.HeaderOriginalTopic] != e.cfg.Topics.Requests || h[router.HeaderErrorClass] == "" || h[router.HeaderOriginalOffset] == "" || h[router.HeaderErrorMessage] == "" {
+		t.Fatalf("dead-letter headers %v", h)
+	}
+	res := e.result(id)
+	if res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != h[router.HeaderErrorClass] {
+		t.Fatalf("result %+v", res)
+	}
+	// The router keeps routing.
+	ok := e.intent("echo", `{}`, "")
+	e.publish(ok, time.Time{})
+	e.dispatched("echo", ok.IntentID)
+}
+
+// jsonAgent: an agent that asked for JSON requests gets JSON whatever the
+// default, and may answer in JSON; kcat users rely on both.
+func (e *env) jsonAgent(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("lookup", `{"k":"v"}`, "")
+	e.publish(req, time.Time{})
+	raw := e.await(e.agents["plain"], req.IntentID, nil)
+	if !strings.HasPrefix(string(raw.Value), "{") {
+		t.Fatalf("a json agent got a non-JSON request: %q", raw.Value)
+	}
+	var ar map[string]any
+	if err := json.Unmarshal(raw.Value, &ar); err != nil || ar["intent_id"] != req.IntentID {
+		t.Fatalf("request %s: %v", raw.Value, err)
+	}
+	if p, ok := ar["payload"].(map[string]any); !ok || p["k"] != "v" {
+		t.Fatalf("the payload is not embedded JSON: %s", raw.Value)
+	}
+	resp := fmt.Sprintf(`{"request_id":%q,"agent":"plain","status":"ok","answer":{"v":1}}`, req.IntentID)
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Responses, []byte(req.IntentID), []byte(resp), nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeAnswered || string(*res.Answer) != `{"v":1}` {
+		t.Fatalf("result %+v", res)
+	}
+}
