@@ -253,7 +253,7 @@ func (s *Server) Addr() string {
 //  2. every WebSocket connection is sent close code 1001 (going away);
 //  3. the listener closes and in-flight HTTP requests are waited for;
 //  4. WebSocket connections are waited for until their clients answer the
-//     close (or Config.WriteWait passes);
+//     close; those that have not after Config.WriteWait are closed;
 //  5. the keepalive goroutine stops.
 //
 // If ctx ends first, remaining connections are closed at once, Shutdown still
@@ -293,15 +293,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.streams.Wait()
 		close(streamsDone)
 	}()
-	select {
-	case <-streamsDone:
-	case <-ctx.Done():
+	// A client that does not answer the close frame within WriteWait is cut
+	// off: that is the client's problem, not a failed shutdown.
+	forceClose := func() {
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.conn.Close()
 		}
 		s.mu.Unlock()
 		<-streamsDone
+	}
+	select {
+	case <-streamsDone:
+	case <-s.clock.After(s.cfg.WriteWait):
+		s.log.Warn("closing WebSocket clients that did not answer the close frame", slog.Duration("waited", s.cfg.WriteWait))
+		forceClose()
+	case <-ctx.Done():
+		forceClose()
 		if err == nil {
 			err = ctx.Err()
 		}

@@ -12,11 +12,12 @@ import (
 // Consume joins groupID, reads topics and calls fn for each record until ctx
 // ends or fn returns an error. Offsets are committed automatically as records
 // are handed to fn: what a demo agent or a tool needs, not what the router
-// needs (it uses Source).
+// needs (it uses Source). A new group starts at the beginning of the topics,
+// so requests written before an agent first joined are not missed.
 func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
 	cm, err := s.configMap(kafka.ConfigMap{
 		"group.id":             groupID,
-		"auto.offset.reset":    "latest",
+		"auto.offset.reset":    "earliest",
 		"enable.auto.commit":   true,
 		"isolation.level":      "read_committed",
 		"enable.partition.eof": false,
