@@ -35,8 +35,8 @@ func TestUsageAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		args       []string
-		code       int
+		args        []string
+		code        int
 		out, errOut string
 	}{
 		{[]string{}, 2, "", "Commands:"},
