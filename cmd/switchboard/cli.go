@@ -22,6 +22,7 @@ Commands:
   send     publish one intent, and optionally wait for its result
   tail     print the records of the results, timeouts or dead-letter topic
   agent    run a demo agent that answers intents
+  topics   create or check the topics a configuration uses
   version  print the version
 
 Run 'switchboard <command> --help' for a command's flags.
@@ -42,6 +43,7 @@ var commands = []command{
 	{"send", runSend},
 	{"tail", runTail},
 	{"agent", runAgent},
+	{"topics", runTopics},
 }
 
 // errUsage means the flags were wrong; the flag package already said why.

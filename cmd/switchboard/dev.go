@@ -72,7 +72,7 @@ deploy/examples/switchboard.yaml.`, `  switchboard dev
 	cfg.Kafka.BootstrapServers = cluster.Bootstrap()
 	cfg.SchemaRegistry.URL = cluster.RegistryURL()
 
-	if _, err := kafkaio.CreateTopics(ctx, settingsOf(cfg, "switchboard-dev"), topicSpecs(cfg)); err != nil {
+	if _, err := kafkaio.EnsureTopics(ctx, settingsOf(cfg, "switchboard-dev"), cfg.TopicPlans(), true); err != nil {
 		return err
 	}
 	n, err := newNode(cfg, log)

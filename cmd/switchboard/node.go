@@ -134,19 +134,3 @@ func (n *node) readResults(ctx context.Context) error {
 		return nil
 	})
 }
-
-// topicSpecs lists the topics a config needs, for creating them.
-func topicSpecs(cfg *config.Config) []kafkaio.TopicSpec {
-	p, rf := cfg.Topics.Partitions, cfg.Topics.ReplicationFactor
-	specs := []kafkaio.TopicSpec{
-		{Name: cfg.Topics.Requests, Partitions: p, ReplicationFactor: rf},
-		{Name: cfg.Topics.Responses, Partitions: p, ReplicationFactor: rf},
-		{Name: cfg.Topics.Results, Partitions: p, ReplicationFactor: rf},
-		{Name: cfg.Topics.Timeouts, Partitions: p, ReplicationFactor: rf},
-		{Name: cfg.Topics.DeadLetter, Partitions: p, ReplicationFactor: rf},
-	}
-	for _, a := range cfg.Agents {
-		specs = append(specs, kafkaio.TopicSpec{Name: a.Topic, Partitions: p, ReplicationFactor: rf})
-	}
-	return specs
-}

@@ -27,6 +27,11 @@ override the file.`, `  switchboard serve --config deploy/examples/switchboard.y
 		return err
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	if cfg.Topics.AutoCreate {
+		if err := ensureTopics(ctx, cfg, true, stderr); err != nil {
+			return err
+		}
+	}
 	n, err := newNode(cfg, log)
 	if err != nil {
 		return err

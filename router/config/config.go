@@ -48,12 +48,37 @@ type Topics struct {
 	Timeouts   string `yaml:"timeouts"`
 	Results    string `yaml:"results"`
 	DeadLetter string `yaml:"dead_letter"`
-	// Partitions is the partition count of every intent-keyed topic (they
-	// must share it so requests and responses are co-partitioned). Used when
-	// Switchboard creates topics.
+	// Pending is the compacted changelog of pending intents.
+	Pending string `yaml:"pending"`
+	// FallbackCache is the compacted topic of last good answers.
+	FallbackCache string `yaml:"fallback_cache"`
+	// ContextSnapshots is the compacted topic of per-entity context.
+	ContextSnapshots string `yaml:"context_snapshots"`
+
+	// Partitions is the partition count of every topic Switchboard creates,
+	// and the one count every intent-keyed topic must share (requests,
+	// responses, results, timeouts, pending, agents' topics), so that the
+	// owner of a request also receives its response. Default 6.
 	Partitions int `yaml:"partitions"`
-	// ReplicationFactor is used when Switchboard creates topics.
+	// ReplicationFactor of the topics Switchboard creates. Default 1.
 	ReplicationFactor int `yaml:"replication_factor"`
+	// Retention of the topics that are not compacted. Default 168h (7 days).
+	Retention Duration `yaml:"retention"`
+	// MaxMessageBytes is max.message.bytes of every topic. Default 1048576.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// AutoCreate makes 'serve' create missing topics at start (as
+	// 'switchboard topics create' does) and refuse to start on a conflict.
+	AutoCreate bool `yaml:"auto_create"`
+	// Overrides change the settings of one topic, by its name.
+	Overrides map[string]*TopicOverride `yaml:"overrides"`
+}
+
+// TopicOverride changes one topic's settings. Zero fields keep the defaults.
+type TopicOverride struct {
+	Partitions        int      `yaml:"partitions"`
+	ReplicationFactor int      `yaml:"replication_factor"`
+	Retention         Duration `yaml:"retention"`
+	MaxMessageBytes   int      `yaml:"max_message_bytes"`
 }
 
 // Encoding of the records Switchboard writes to an agent's topic.

@@ -140,6 +140,11 @@ const (
 	DefaultTimeouts    = "mcp.intent.timeout"
 	DefaultResults     = "mcp.intent.result"
 	DefaultDeadLetter  = "mcp.intent.dlq"
+	DefaultPending     = "mcp.router.pending"
+	DefaultFallback    = "mcp.fallback.cache"
+	DefaultSnapshots   = "mcp.context.snapshot"
+	DefaultRetention   = 7 * 24 * 60 * 60e9
+	DefaultMaxMessage  = 1 << 20
 	DefaultPartitions  = 6
 	DefaultListen      = "127.0.0.1:8080"
 	DefaultMaxPending  = 1_000_000
@@ -170,6 +175,11 @@ func (c *Config) setDefaults() {
 	def(&c.Topics.Timeouts, DefaultTimeouts)
 	def(&c.Topics.Results, DefaultResults)
 	def(&c.Topics.DeadLetter, DefaultDeadLetter)
+	def(&c.Topics.Pending, DefaultPending)
+	def(&c.Topics.FallbackCache, DefaultFallback)
+	def(&c.Topics.ContextSnapshots, DefaultSnapshots)
+	defD(&c.Topics.Retention, Duration(DefaultRetention))
+	defI(&c.Topics.MaxMessageBytes, DefaultMaxMessage)
 	defI(&c.Topics.Partitions, DefaultPartitions)
 	defI(&c.Topics.ReplicationFactor, 1)
 	def(&c.Router.Delivery, AtLeastOnce)
@@ -235,7 +245,8 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	topics := map[string]string{}
 	for _, t := range []struct{ key, v string }{
 		{"requests", c.Topics.Requests}, {"responses", c.Topics.Responses}, {"timeouts", c.Topics.Timeouts},
-		{"results", c.Topics.Results}, {"dead_letter", c.Topics.DeadLetter},
+		{"results", c.Topics.Results}, {"dead_letter", c.Topics.DeadLetter}, {"pending", c.Topics.Pending},
+		{"fallback_cache", c.Topics.FallbackCache}, {"context_snapshots", c.Topics.ContextSnapshots},
 	} {
 		if other, dup := topics[t.v]; dup {
 			add(fmt.Sprintf("topic %q is also topics.%s: each role needs its own topic", t.v, other), "topics", t.key)
@@ -248,6 +259,10 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	if c.Topics.ReplicationFactor < 1 {
 		add("must be at least 1", "topics", "replication_factor")
 	}
+	if c.Topics.MaxMessageBytes < 1024 {
+		add("must be at least 1024", "topics", "max_message_bytes")
+	}
+	errs = append(errs, c.validateOverrides(root)...)
 	if c.SchemaRegistry.URL != "" && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
 		add(fmt.Sprintf("%q is not an http:// or https:// URL", c.SchemaRegistry.URL), "schema_registry", "url")
 	}
