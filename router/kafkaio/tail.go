@@ -83,31 +83,44 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 }
 
 // startOffsets asks the broker for every partition of topic and where to
-// start in each. It retries until ctx ends while the topic does not exist yet.
+// start in each. While the topic does not exist yet or its partitions have no
+// leader (just after it was created), it retries until ctx ends.
 func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+	var last error
 	for {
-		md, err := c.GetMetadata(&topic, false, 5000)
+		out, err := tryStartOffsets(c, topic, fromBeginning)
 		if err == nil {
-			if t, ok := md.Topics[topic]; ok && t.Error.Code() == kafka.ErrNoError && len(t.Partitions) > 0 {
-				out := make([]kafka.TopicPartition, 0, len(t.Partitions))
-				for _, p := range t.Partitions {
-					off := kafka.OffsetBeginning
-					if !fromBeginning {
-						_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
-						if err != nil {
-							return nil, fmt.Errorf("kafkaio: reading the end of %s[%d]: %w", topic, p.ID, err)
-						}
-						off = kafka.Offset(high)
-					}
-					out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: off})
-				}
-				return out, nil
-			}
+			return out, nil
 		}
+		last = err
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kafkaio: topic %s is not available: %w", topic, ctx.Err())
+			return nil, fmt.Errorf("kafkaio: %w (gave up: %w)", last, ctx.Err())
 		case <-retryClock.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func tryStartOffsets(c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+	md, err := c.GetMetadata(&topic, false, 5000)
+	if err != nil {
+		return nil, fmt.Errorf("reading metadata of %s: %w", topic, err)
+	}
+	t, ok := md.Topics[topic]
+	if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) == 0 {
+		return nil, fmt.Errorf("topic %s is not available", topic)
+	}
+	out := make([]kafka.TopicPartition, 0, len(t.Partitions))
+	for _, p := range t.Partitions {
+		off := kafka.OffsetBeginning
+		if !fromBeginning {
+			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
+			if err != nil {
+				return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, p.ID, err)
+			}
+			off = kafka.Offset(high)
+		}
+		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: off})
+	}
+	return out, nil
 }
