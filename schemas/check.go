@@ -34,6 +34,10 @@ func checkEncode(r Record) error {
 			return fmt.Errorf("%w: outcome %q is not an Outcome symbol", ErrInvalidRecord, v.Outcome)
 		}
 		return checkOptDoc("answer", v.Answer)
+	case *PendingIntent:
+		return checkDoc("payload", v.Payload)
+	case *FallbackAnswer:
+		return checkDoc("answer", v.Answer)
 	}
 	return nil
 }
@@ -66,6 +70,10 @@ func checkAvroDocs(r Record) error {
 		return checkDecodedOptDoc("answer", &v.Answer)
 	case *IntentResult:
 		return checkDecodedOptDoc("answer", &v.Answer)
+	case *PendingIntent:
+		return checkDecodedDoc("payload", v.Payload)
+	case *FallbackAnswer:
+		return checkDecodedDoc("answer", v.Answer)
 	}
 	return nil
 }
@@ -179,6 +187,16 @@ func reset(r Record) bool {
 			return false
 		}
 		*v = ContextSnapshot{}
+	case *PendingIntent:
+		if v == nil {
+			return false
+		}
+		*v = PendingIntent{}
+	case *FallbackAnswer:
+		if v == nil {
+			return false
+		}
+		*v = FallbackAnswer{}
 	default:
 		return false
 	}
@@ -199,6 +217,10 @@ func isNil(r Record) bool {
 	case *IntentResult:
 		return v == nil
 	case *ContextSnapshot:
+		return v == nil
+	case *PendingIntent:
+		return v == nil
+	case *FallbackAnswer:
 		return v == nil
 	}
 	return true

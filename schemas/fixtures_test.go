@@ -70,6 +70,14 @@ func sampleRecords() []Record {
 			Features: map[string]float64{"ltv": 1234.5, "churn": 0.02}, SourceTopic: Ptr("features.customer"),
 		},
 		&ContextSnapshot{EntityID: "c-empty", Features: map[string]float64{}},
+		&PendingIntent{
+			IntentID: "i-1", IntentType: "payments.refund", Agent: "refunder", RecordTs: 1767225600000,
+			ReceivedAt: 1767225600010, DispatchedAt: 1767225600020, Deadline: 1767225602500, Attempt: 1,
+			CacheKey: "c-1029", Payload: JSON(payload200), ContextRef: Ptr("c-1029"), SessionID: Ptr("s-9"),
+			Tenant: Ptr("acme"), Traceparent: Ptr("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+		},
+		&PendingIntent{IntentID: "i-2", IntentType: "ping", Agent: "pinger", Payload: `{}`, Attempt: 1},
+		&FallbackAnswer{IntentType: "payments.refund", CacheKey: "c-1029", Answer: `{"refunded":true}`, AnsweredAt: 1767225601000},
 	}
 }
 
@@ -88,6 +96,10 @@ func newZero(r Record) Record {
 		return new(IntentResult)
 	case *ContextSnapshot:
 		return new(ContextSnapshot)
+	case *PendingIntent:
+		return new(PendingIntent)
+	case *FallbackAnswer:
+		return new(FallbackAnswer)
 	}
 	panic("unknown record type")
 }
@@ -96,6 +108,7 @@ func newZero(r Record) Record {
 var allKinds = []Record{
 	(*IntentRequest)(nil), (*AgentRequest)(nil), (*AgentResponse)(nil),
 	(*IntentTimeout)(nil), (*IntentResult)(nil), (*ContextSnapshot)(nil),
+	(*PendingIntent)(nil), (*FallbackAnswer)(nil),
 }
 
 // newFakeRegistry starts an in-process Schema Registry, closed at cleanup.

@@ -154,3 +154,31 @@ type ContextSnapshot struct {
 
 // Ptr returns a pointer to v: a convenience for optional fields.
 func Ptr[T any](v T) *T { return &v }
+
+// PendingIntent is the durable state of one pending intent in the compacted
+// pending changelog. Key: IntentID; a tombstone when it resolves.
+type PendingIntent struct {
+	IntentID     string  `avro:"intent_id" json:"intent_id"`
+	IntentType   string  `avro:"intent_type" json:"intent_type"`
+	Agent        string  `avro:"agent" json:"agent"`
+	RecordTs     int64   `avro:"record_ts" json:"record_ts"`
+	ReceivedAt   int64   `avro:"received_at" json:"received_at"`
+	DispatchedAt int64   `avro:"dispatched_at" json:"dispatched_at"`
+	Deadline     int64   `avro:"deadline" json:"deadline"`
+	Attempt      int32   `avro:"attempt" json:"attempt"`
+	CacheKey     string  `avro:"cache_key" json:"cache_key"`
+	Payload      JSON    `avro:"payload" json:"payload"`
+	ContextRef   *string `avro:"context_ref" json:"context_ref,omitempty"`
+	SessionID    *string `avro:"session_id" json:"session_id,omitempty"`
+	Tenant       *string `avro:"tenant" json:"tenant,omitempty"`
+	Traceparent  *string `avro:"traceparent" json:"traceparent,omitempty"`
+}
+
+// FallbackAnswer is a last good answer in the compacted fallback-cache topic.
+// Key: IntentType + "/" + CacheKey.
+type FallbackAnswer struct {
+	IntentType string `avro:"intent_type" json:"intent_type"`
+	CacheKey   string `avro:"cache_key" json:"cache_key"`
+	Answer     JSON   `avro:"answer" json:"answer"`
+	AnsweredAt int64  `avro:"answered_at" json:"answered_at"`
+}

@@ -27,10 +27,15 @@ var (
 	intentResultAvsc string
 	//go:embed context_snapshot.avsc
 	contextSnapshotAvsc string
+	//go:embed pending_intent.avsc
+	pendingIntentAvsc string
+	//go:embed fallback_answer.avsc
+	fallbackAnswerAvsc string
 )
 
 // Record is one of the Switchboard records: *IntentRequest, *AgentRequest,
-// *AgentResponse, *IntentTimeout, *IntentResult or *ContextSnapshot. The
+// *AgentResponse, *IntentTimeout, *IntentResult, *ContextSnapshot, and the
+// router's own *PendingIntent and *FallbackAnswer. The
 // interface is closed: only this package's types implement it.
 type Record interface {
 	kind() kind
@@ -46,6 +51,8 @@ const (
 	kindIntentTimeout
 	kindIntentResult
 	kindContextSnapshot
+	kindPendingIntent
+	kindFallbackAnswer
 	numKinds
 )
 
@@ -55,6 +62,8 @@ func (*AgentResponse) kind() kind   { return kindAgentResponse }
 func (*IntentTimeout) kind() kind   { return kindIntentTimeout }
 func (*IntentResult) kind() kind    { return kindIntentResult }
 func (*ContextSnapshot) kind() kind { return kindContextSnapshot }
+func (*PendingIntent) kind() kind   { return kindPendingIntent }
+func (*FallbackAnswer) kind() kind  { return kindFallbackAnswer }
 
 var (
 	_ Record = (*IntentRequest)(nil)
@@ -63,6 +72,8 @@ var (
 	_ Record = (*IntentTimeout)(nil)
 	_ Record = (*IntentResult)(nil)
 	_ Record = (*ContextSnapshot)(nil)
+	_ Record = (*PendingIntent)(nil)
+	_ Record = (*FallbackAnswer)(nil)
 )
 
 // recordSchema is one parsed .avsc file.
@@ -81,6 +92,8 @@ var avscTexts = [numKinds]string{
 	kindIntentTimeout:   intentTimeoutAvsc,
 	kindIntentResult:    intentResultAvsc,
 	kindContextSnapshot: contextSnapshotAvsc,
+	kindPendingIntent:   pendingIntentAvsc,
+	kindFallbackAnswer:  fallbackAnswerAvsc,
 }
 
 // recordSchemas parses the embedded files once. They are part of the binary,
@@ -131,4 +144,6 @@ var schemaNames = [numKinds]string{
 	kindIntentTimeout:   "mcp.switchboard.IntentTimeout",
 	kindIntentResult:    "mcp.switchboard.IntentResult",
 	kindContextSnapshot: "mcp.switchboard.ContextSnapshot",
+	kindPendingIntent:   "mcp.switchboard.PendingIntent",
+	kindFallbackAnswer:  "mcp.switchboard.FallbackAnswer",
 }
