@@ -3,9 +3,7 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -20,8 +18,15 @@ import (
 // error; an error that has a Retryable() bool method that returns true is
 // reported as retryable. ctx ends when the agent stops; req.Deadline (unix
 // ms) is when the caller stops waiting: a handler that should not work past it
-// wraps ctx with clockwork.WithDeadline.
+// wraps ctx with clockwork.WithDeadline. A handler that returns ErrNoAnswer
+// (or an error wrapping it) sends nothing: the intent is left to
+// Switchboard's timeout and fallback.
 type Handler func(ctx context.Context, req *schemas.AgentRequest) (schemas.JSON, error)
+
+// ErrNoAnswer, returned by a Handler, tells the Agent to send no response at
+// all, as an agent that crashed or lost the request would: Switchboard then
+// times the intent out and answers with its fallback.
+var ErrNoAnswer = errors.New("client: no answer")
 
 // AgentConfig says which topics an agent serves and answers on.
 type AgentConfig struct {
@@ -106,7 +111,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 	answer, err := a.h(ctx, req)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, ErrNoAnswer) {
 		return
 	}
 	now := a.cfg.Clock.Now().UnixMilli()
@@ -126,31 +131,3 @@ func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 		a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", req.IntentID, "error", err)
 	}
 }
-
-// DemoHandler answers {"agent": name, "echo": payload} after delay, and fails
-// a fraction errorRate of intents with a retryable error. Like many slow
-// agents it works on past the intent's deadline, so Switchboard sees a late
-// answer (which refreshes the fallback cache).
-func DemoHandler(name string, delay time.Duration, errorRate float64, clock clockwork.Clock) Handler {
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
-	return func(ctx context.Context, req *schemas.AgentRequest) (schemas.JSON, error) {
-		if delay > 0 {
-			select {
-			case <-clock.After(delay):
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		if errorRate > 0 && rand.Float64() < errorRate {
-			return "", demoError{name}
-		}
-		return schemas.JSON(fmt.Sprintf(`{"agent":%q,"echo":%s}`, name, req.Payload)), nil
-	}
-}
-
-type demoError struct{ agent string }
-
-func (e demoError) Error() string   { return e.agent + ": simulated failure" }
-func (e demoError) Retryable() bool { return true }
