@@ -1,0 +1,74 @@
+# Switchboard's build, tests and lint. `make check` is the one test command: unit tests,
+# then integration tests against a real Apache Kafka (deploy/kafka/kafka.sh starts one
+# unless KAFKA_BOOTSTRAP names a running cluster).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+KAFKA_SH := deploy/kafka/kafka.sh
+KAFKA_PORT ?= 9092
+export KAFKA_PORT
+# The integration run takes -run from INTEGRATION_RUN when it is set (e.g. 'Kafka|Conformance').
+INTEGRATION_RUN ?=
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
+
+.PHONY: all build test test-integration check kafka-up kafka-down kafka-status lint lint-tools bench
+
+all: build
+
+build:
+	$(GO) build -o bin/switchboard ./cmd/switchboard
+
+test:
+	$(GO) test -race -shuffle=on -count=1 ./...
+
+# Uses the cluster in KAFKA_BOOTSTRAP if set. Otherwise starts the local broker (unless one
+# is already running on KAFKA_PORT, which it then leaves running), runs the tests and stops
+# the broker it started whatever the tests did; the exit code is the tests'.
+test-integration:
+	@run=( $(GO) test -race -count=1 -tags integration -p 1 $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./... ); \
+	if [[ -n $${KAFKA_BOOTSTRAP:-} ]]; then \
+		echo "test-integration: against KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
+		echo "$${run[*]}"; "$${run[@]}"; exit; \
+	fi; \
+	rc=0; $(KAFKA_SH) status 2>/dev/null || rc=$$?; \
+	if [[ $$rc == 3 ]]; then \
+		trap '$(KAFKA_SH) down' EXIT; \
+		trap 'exit 130' INT TERM; \
+	else \
+		echo "test-integration: a broker is already running on port $(KAFKA_PORT); leaving it running"; \
+	fi; \
+	$(KAFKA_SH) up >/dev/null; \
+	export KAFKA_BOOTSTRAP=127.0.0.1:$(KAFKA_PORT); \
+	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
+	echo "$${run[*]}"; "$${run[@]}"
+
+check: test test-integration
+
+kafka-up:
+	$(KAFKA_SH) up
+
+kafka-down:
+	$(KAFKA_SH) down
+
+kafka-status:
+	$(KAFKA_SH) status
+
+# gofmt and go vet always; golangci-lint (.golangci.yml) when installed: `make lint-tools`.
+lint:
+	@out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if [[ -x "$(GOLANGCI_LINT)" ]]; then \
+		echo "$(GOLANGCI_LINT) run ./..."; "$(GOLANGCI_LINT)" run ./...; \
+	else \
+		echo "lint: golangci-lint is not installed, skipped (make lint-tools installs $(GOLANGCI_LINT_VERSION))"; \
+	fi
+
+lint-tools:
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
