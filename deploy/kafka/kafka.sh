@@ -265,17 +265,22 @@ cmd_up() {
 			say "storage: reusing $data"
 		fi
 		say "start: java kafka.Kafka $conf (heap $heap), log $log"
-		# The broker must not inherit the lock fds (8, 9), or it would hold the locks
-		# for as long as it runs. setsid: the broker gets its own session, so a Ctrl-C in the terminal that ran
-		# 'up' does not reach it; 'down' stops it. setsid execs (no fork) here, so $! is
-		# the JVM's pid; running_pid checks that against the command line.
-		# shellcheck disable=SC2086 # heap holds several JVM flags
-		setsid "$java" $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+		# setsid: the broker gets its own session, so a Ctrl-C in the terminal that ran 'up'
+		# does not reach it ('down' stops it). The inner shell writes its own pid, which
+		# the JVM keeps by exec, whether or not setsid had to fork. The broker must not
+		# inherit the lock fds 8 and 9, or it would hold the locks for as long as it runs.
+		# shellcheck disable=SC2016,SC2086 # $$ is the inner shell's; heap holds several flags
+		setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$pidfile" \
+			"$java" $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
 			-Djava.awt.headless=true -Dlog4j2.configurationFile="$log4j_server" \
 			-Dkafka.logs.dir="$state/logs" -cp "$libs/*" kafka.Kafka "$conf" \
 			>>"$log" 2>&1 </dev/null 8>&- 9>&- &
-		pid=$!
-		echo "$pid" >"$pidfile"
+		deadline=$((SECONDS + 10))
+		until [[ -s $pidfile ]]; do
+			((SECONDS < deadline)) || { log_tail; die "the broker did not start (no pid file after 10s)"; }
+			sleep 0.1
+		done
+		pid=$(<"$pidfile")
 		say "started: pid $pid (pid file $pidfile)"
 	fi
 
