@@ -18,13 +18,35 @@ type resolvedWindow struct {
 	windowMs  int64
 	rotatedAt int64
 	cur, prev map[string]resolvedEntry
+	// uncommitted are the ids added since the last committed transaction
+	// (exactly_once): an abort forgets them, since their resolution did not
+	// happen after all.
+	uncommitted []string
 }
 
 func newResolvedWindow(windowMs, nowMs int64) *resolvedWindow {
 	return &resolvedWindow{windowMs: windowMs, rotatedAt: nowMs, cur: map[string]resolvedEntry{}, prev: map[string]resolvedEntry{}}
 }
 
-func (w *resolvedWindow) add(id string, e resolvedEntry) { w.cur[id] = e }
+func (w *resolvedWindow) add(id string, e resolvedEntry) {
+	w.cur[id] = e
+	w.uncommitted = append(w.uncommitted, id)
+}
+
+// commit makes the resolutions since the last commit permanent.
+func (w *resolvedWindow) commit() {
+	clear(w.uncommitted)
+	w.uncommitted = w.uncommitted[:0]
+}
+
+// rollback forgets the resolutions since the last commit.
+func (w *resolvedWindow) rollback() {
+	for _, id := range w.uncommitted {
+		delete(w.cur, id)
+		delete(w.prev, id)
+	}
+	w.commit()
+}
 
 func (w *resolvedWindow) get(id string) (resolvedEntry, bool) {
 	if e, ok := w.cur[id]; ok {
@@ -41,6 +63,9 @@ func (w *resolvedWindow) rotate(nowMs int64) {
 	}
 	w.prev, w.cur = w.cur, make(map[string]resolvedEntry, len(w.cur))
 	w.rotatedAt = nowMs
+	if len(w.uncommitted) > 1<<16 { // at_least_once never commits: do not grow
+		w.commit()
+	}
 }
 
 func (w *resolvedWindow) len() int { return len(w.cur) + len(w.prev) }

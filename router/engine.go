@@ -21,6 +21,9 @@ const (
 	HeaderErrorClass        = "switchboard.error.class"
 	HeaderErrorMessage      = "switchboard.error.message"
 	HeaderTraceparent       = "traceparent"
+	// HeaderMovedFrom marks a record the router moved to the partition its
+	// key hashes to, with the partition it was produced to.
+	HeaderMovedFrom = "switchboard.moved.from"
 )
 
 // Error classes the router adds to schemas' decoding classes.
@@ -54,16 +57,19 @@ type pending struct {
 	agent       *agentRoute
 	partition   int32
 	cacheKey    string
+	payload     schemas.JSON
+	contextRef  *string
 	sessionID   *string
 	tenant      *string
-	traceparent []byte
+	traceparent *string
 	recordTs    int64
 	receivedAt  int64
 	dispatched  int64
 	deadline    int64
 	attempt     int32
 	timer       timeouts.Timer
-	track       *track // the request record, held until the intent resolves
+	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
+	heldSince   int64 // restored past its deadline: waiting for the responses to catch up (0: not held)
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -85,9 +91,15 @@ type engine struct {
 	m        *metrics
 	log      *slog.Logger
 	emit     emitFunc
-	release  func(*track)
 	failed   func(error)
 	nowMs    int64 // the time of the current tick, for the wheel's callback
+
+	// held are restored intents whose deadline passed while no instance
+	// owned their partition, by partition: they wait until this instance has
+	// read the responses that arrived meanwhile, so an agent that answered in
+	// time is not reported as timed out.
+	held    map[int32][]*pending
+	holdMax int64 // ms: how long an intent is held at most
 }
 
 func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.Logger, nowMs int64) (*engine, error) {
@@ -107,6 +119,8 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		m:        m,
 		log:      log,
 		unknown:  &route{name: unknownType, m: m.forRoute(unknownType, "")},
+		held:     map[int32][]*pending{},
+		holdMax:  10_000,
 	}
 	for name, a := range cfg.Agents {
 		e.agents[name] = &agentRoute{name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON}
@@ -170,55 +184,77 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		return
 	}
 	p := &pending{
-		id:         req.IntentID,
-		route:      r,
-		agent:      agent,
-		partition:  rec.Partition,
-		cacheKey:   cacheKeyOf(r.cacheKey, &req),
-		sessionID:  req.SessionID,
-		tenant:     req.Tenant,
-		recordTs:   rec.TimestampMs,
-		receivedAt: nowMs,
-		deadline:   intents.Deadline(rec.TimestampMs, req.TimeoutMs, r.policy),
-		attempt:    1,
-		track:      t,
+		id:          req.IntentID,
+		route:       r,
+		agent:       agent,
+		partition:   rec.Partition,
+		cacheKey:    cacheKeyOf(r.cacheKey, &req),
+		payload:     req.Payload,
+		contextRef:  req.ContextRef,
+		sessionID:   req.SessionID,
+		tenant:      req.Tenant,
+		traceparent: req.Traceparent,
+		recordTs:    rec.TimestampMs,
+		receivedAt:  nowMs,
+		deadline:    intents.Deadline(rec.TimestampMs, req.TimeoutMs, r.policy),
+		attempt:     1,
 	}
-	if req.Traceparent != nil {
-		p.traceparent = []byte(*req.Traceparent)
-	}
-	t.hold() // released when the intent resolves
 	if p.deadline <= nowMs {
-		e.timeOut(p, nowMs, schemas.ReasonExpiredOnArrival)
+		e.timeOut(p, nowMs, schemas.ReasonExpiredOnArrival, t)
 		return
 	}
+	e.dispatch(p, nowMs, t)
+}
+
+// dispatch sends an intent to its agent, records it in the pending
+// changelog, and starts its timer.
+func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	ar := &schemas.AgentRequest{
-		IntentID:    req.IntentID,
-		IntentType:  req.IntentType,
-		Agent:       agent.name,
-		Payload:     req.Payload,
-		ContextRef:  req.ContextRef,
+		IntentID:    p.id,
+		IntentType:  p.route.name,
+		Agent:       p.agent.name,
+		Payload:     p.payload,
+		ContextRef:  p.contextRef,
 		Deadline:    p.deadline,
 		Attempt:     p.attempt,
-		SessionID:   req.SessionID,
-		Tenant:      req.Tenant,
-		Traceparent: req.Traceparent,
+		SessionID:   p.sessionID,
+		Tenant:      p.tenant,
+		Traceparent: p.traceparent,
 	}
 	var value []byte
 	var err error
-	if agent.json {
-		value, err = e.codec.EncodeAs(schemas.EncodingJSON, agent.topic, ar)
+	if p.agent.json {
+		value, err = e.codec.EncodeAs(schemas.EncodingJSON, p.agent.topic, ar)
 	} else {
-		value, err = e.codec.Encode(agent.topic, ar)
+		value, err = e.codec.Encode(p.agent.topic, ar)
 	}
 	if err != nil {
 		e.encodeFailed(t, err)
 		return
 	}
 	p.dispatched = nowMs
+	state, err := e.codec.Encode(e.topics.Pending, p.record())
+	if err != nil {
+		e.encodeFailed(t, err)
+		return
+	}
+	key := []byte(p.id)
+	e.emit(&Output{Topic: p.agent.topic, Key: key, Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: e.topics.Pending, Key: key, Value: state}, t, nil)
+	p.persisted = true
 	e.pending[p.id] = p
 	p.timer = e.wheel.Schedule(p.deadline, p)
-	e.emit(&Output{Topic: agent.topic, Key: rec.Key, Value: value, Headers: p.headers()}, t, nil)
-	r.m.dispatched.Inc()
+	p.route.m.dispatched.Inc()
+}
+
+// record is p's durable form.
+func (p *pending) record() *schemas.PendingIntent {
+	return &schemas.PendingIntent{
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
+		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
+		Tenant: p.tenant, Traceparent: p.traceparent,
+	}
 }
 
 // onResponse handles one record of the responses topic.
@@ -232,16 +268,15 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.deadLetter(rec, t, ClassInvalidResponse, errors.New(`field "request_id" is required`))
 		return
 	}
+	defer e.caughtUpTo(rec.Partition, rec.TimestampMs, nowMs)
 	p := e.pending[resp.RequestID]
 	if p == nil {
-		e.onStrayResponse(&resp, nowMs)
+		e.onStrayResponse(&resp, nowMs, t)
 		return
 	}
 	switch resp.Status {
 	case schemas.StatusOK:
-		if resp.Answer != nil && p.route.cacheKey != "" {
-			e.cache.Put(p.route.name, p.cacheKey, string(*resp.Answer), nowMs)
-		}
+		e.remember(p.route, p.cacheKey, resp.Answer, nowMs, t)
 		e.resolve(p, schemas.OutcomeAnswered, resp.Answer, nil, rec.TimestampMs, nowMs, t)
 	case schemas.StatusError:
 		info := resp.Error
@@ -259,7 +294,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 // onStrayResponse handles a response for an intent that is not pending: late
 // (it timed out: the answer refreshes the fallback cache), duplicate (it was
 // already answered: ignored) or unknown.
-func (e *engine) onStrayResponse(resp *schemas.AgentResponse, nowMs int64) {
+func (e *engine) onStrayResponse(resp *schemas.AgentResponse, nowMs int64, t *track) {
 	done, ok := e.resolved.get(resp.RequestID)
 	if !ok {
 		e.m.unknownResp.Inc()
@@ -271,9 +306,31 @@ func (e *engine) onStrayResponse(resp *schemas.AgentResponse, nowMs int64) {
 		return
 	}
 	done.route.m.late.Inc()
-	if resp.Status == schemas.StatusOK && resp.Answer != nil && done.route.cacheKey != "" {
-		e.cache.Put(done.route.name, done.cacheKey, string(*resp.Answer), nowMs)
+	if resp.Status == schemas.StatusOK {
+		e.remember(done.route, done.cacheKey, resp.Answer, nowMs, t)
 	}
+}
+
+// remember puts a good answer in the fallback cache, here and, through the
+// fallback-cache topic, in every instance.
+func (e *engine) remember(r *route, key string, answer *schemas.JSON, nowMs int64, t *track) {
+	if answer == nil || r.cacheKey == "" {
+		return
+	}
+	e.cache.Put(r.name, key, string(*answer), nowMs)
+	fa := &schemas.FallbackAnswer{IntentType: r.name, CacheKey: key, Answer: *answer, AnsweredAt: nowMs}
+	value, err := e.codec.Encode(e.topics.FallbackCache, fa)
+	if err != nil {
+		e.encodeFailed(t, err)
+		return
+	}
+	e.emit(&Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t, nil)
+}
+
+// onFallbackAnswer applies an answer read from the fallback-cache topic
+// (written by any instance, this one included).
+func (e *engine) onFallbackAnswer(fa *schemas.FallbackAnswer) {
+	e.cache.Put(fa.IntentType, fa.CacheKey, string(fa.Answer), fa.AnsweredAt)
 }
 
 // tick advances the wheel and the dedup window to nowMs.
@@ -281,17 +338,22 @@ func (e *engine) tick(nowMs int64) {
 	e.nowMs = nowMs
 	e.wheel.Advance(nowMs, e.onExpire)
 	e.resolved.rotate(nowMs)
+	for part, held := range e.held {
+		if len(held) > 0 && nowMs-held[0].heldSince >= e.holdMax {
+			e.releaseHeld(part, func(*pending) bool { return true }, nowMs)
+		}
+	}
 }
 
 // onExpire is the wheel's callback: an intent's deadline passed.
 func (e *engine) onExpire(_ int64, p *pending) {
 	p.timer = timeouts.Timer{}
-	e.timeOut(p, e.nowMs, schemas.ReasonDeadline)
+	e.timeOut(p, e.nowMs, schemas.ReasonDeadline, nil)
 }
 
 // timeOut publishes the timeout event and resolves the intent with its
 // fallback: the cache, else the static answer, else timed_out.
-func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason) {
+func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, cause *track) {
 	outcome, kind := schemas.OutcomeTimedOut, schemas.FallbackNone
 	var answer *schemas.JSON
 	if p.route.cacheKey != "" {
@@ -303,14 +365,10 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason) 
 	if answer == nil && p.route.static != nil {
 		answer, outcome, kind = p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
 	}
-	agent := ""
-	if p.agent != nil {
-		agent = p.agent.name
-	}
 	ev := &schemas.IntentTimeout{
 		IntentID:   p.id,
 		IntentType: p.route.name,
-		Agent:      agent,
+		Agent:      p.agentName(),
 		Deadline:   p.deadline,
 		TimedOutAt: nowMs,
 		ElapsedMs:  nowMs - p.recordTs,
@@ -319,31 +377,28 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason) 
 	}
 	value, err := e.codec.Encode(e.topics.Timeouts, ev)
 	if err != nil {
-		e.encodeFailed(p.track, err)
+		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, p.track, nil)
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, cause, nil)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
-	e.resolve(p, outcome, answer, nil, 0, nowMs, nil)
+	e.resolve(p, outcome, answer, nil, 0, nowMs, cause)
 }
 
-// resolve writes the intent's one result and forgets it.
+// resolve writes the intent's one result, tombstones its pending state, and
+// forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
 	if p.timer != (timeouts.Timer{}) {
 		e.wheel.Cancel(p.timer)
 		p.timer = timeouts.Timer{}
 	}
 	delete(e.pending, p.id)
-	agent := ""
-	if p.agent != nil {
-		agent = p.agent.name
-	}
 	res := &schemas.IntentResult{
 		IntentID:   p.id,
 		IntentType: p.route.name,
-		Agent:      agent,
+		Agent:      p.agentName(),
 		Outcome:    outcome,
 		Answer:     answer,
 		Error:      errInfo,
@@ -365,12 +420,14 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	e.resolved.add(p.id, resolvedEntry{route: p.route, cacheKey: p.cacheKey, outcome: outcome})
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
-		e.encodeFailed(p.track, err)
-		e.release(p.track)
+		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Results, Key: []byte(p.id), Value: value, Headers: p.headers()}, p.track, cause)
-	e.release(p.track) // the hold taken when the intent was accepted
+	key := []byte(p.id)
+	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
+	if p.persisted {
+		e.emit(&Output{Topic: e.topics.Pending, Key: key}, cause, nil) // tombstone
+	}
 	p.route.m.resolved[outcome].Inc()
 	if p.recordTs > 0 {
 		p.route.m.seconds[outcome].Observe(float64(nowMs-p.recordTs) / 1000)
@@ -394,17 +451,82 @@ func (e *engine) reject(rec *Record, t *track, class string, cause error, req *s
 		return
 	}
 	r := e.unknown
-	p := &pending{id: id, route: r, recordTs: rec.TimestampMs, receivedAt: nowMs, track: t}
+	p := &pending{id: id, route: r, recordTs: rec.TimestampMs, receivedAt: nowMs}
 	if req != nil {
 		if known := e.routes[req.IntentType]; known != nil {
 			p.route = known
 		} else if intents.ValidName(req.IntentType) {
 			p.route = &route{name: req.IntentType, m: r.m}
 		}
-		p.sessionID, p.tenant = req.SessionID, req.Tenant
+		p.sessionID, p.tenant, p.traceparent = req.SessionID, req.Tenant, req.Traceparent
 	}
-	t.hold()
-	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, nil)
+	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, t)
+}
+
+// restore takes over the pending intents of a partition this instance was
+// just assigned. Their timers resume at their original deadlines; those whose
+// deadline passed while no instance owned the partition are held until the
+// responses that arrived meanwhile have been read (see caughtUpTo), then time
+// out if no answer came.
+func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
+	for _, pi := range entries {
+		if _, ok := e.pending[pi.IntentID]; ok {
+			continue
+		}
+		r := e.routes[pi.IntentType]
+		if r == nil {
+			r = &route{name: pi.IntentType, m: e.unknown.m}
+			e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
+		}
+		agent := e.agents[pi.Agent]
+		if agent == nil {
+			agent = &agentRoute{name: pi.Agent}
+		}
+		p := &pending{
+			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
+			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
+			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
+			attempt: pi.Attempt, persisted: true,
+		}
+		e.pending[p.id] = p
+		restored++
+		if p.deadline > nowMs {
+			p.timer = e.wheel.Schedule(p.deadline, p)
+			continue
+		}
+		p.heldSince = nowMs
+		e.held[partition] = append(e.held[partition], p)
+		held++
+	}
+	return restored, held
+}
+
+// caughtUpTo is called for every response read from a partition, and with
+// tsMs = max int64 when the partition's end was reached: held intents whose
+// deadline is older than the responses now read can no longer have been
+// answered in time, so they time out.
+func (e *engine) caughtUpTo(partition int32, tsMs, nowMs int64) {
+	if len(e.held[partition]) == 0 {
+		return
+	}
+	e.releaseHeld(partition, func(p *pending) bool { return p.deadline < tsMs }, nowMs)
+}
+
+func (e *engine) releaseHeld(partition int32, due func(*pending) bool, nowMs int64) {
+	keep := e.held[partition][:0]
+	for _, p := range e.held[partition] {
+		if e.pending[p.id] != p {
+			continue // answered meanwhile
+		}
+		if !due(p) {
+			keep = append(keep, p)
+			continue
+		}
+		p.heldSince = 0
+		e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
+	}
+	clear(e.held[partition][len(keep):])
+	e.held[partition] = keep
 }
 
 // deadLetter copies a record to the dead-letter topic with where it came from
@@ -449,6 +571,7 @@ func (e *engine) forgetPartition(partition int32) int {
 			n++
 		}
 	}
+	delete(e.held, partition)
 	return n
 }
 
@@ -463,7 +586,14 @@ func (p *pending) headers() []Header {
 	if p.traceparent == nil {
 		return nil
 	}
-	return []Header{{HeaderTraceparent, p.traceparent}}
+	return []Header{{HeaderTraceparent, []byte(*p.traceparent)}}
+}
+
+func (p *pending) agentName() string {
+	if p.agent == nil {
+		return ""
+	}
+	return p.agent.name
 }
 
 func cacheKeyOf(key string, req *schemas.IntentRequest) string {

@@ -12,4 +12,7 @@ var (
 	ErrNotStarted = errors.New("router: not started")
 	// ErrStopped is what Ready reports after Run returned.
 	ErrStopped = errors.New("router: stopped")
+	// ErrNeedTxSink is returned by New when delivery is exactly_once and the
+	// sink cannot do transactions.
+	ErrNeedTxSink = errors.New("router: exactly_once needs a transactional sink (TxSink)")
 )

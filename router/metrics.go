@@ -28,6 +28,11 @@ type metrics struct {
 	paused          prometheus.Gauge
 	uncommitted     prometheus.Gauge
 	fallbackEntries prometheus.Gauge
+	moved           *prometheus.CounterVec
+	restored        prometheus.Counter
+	restoreSeconds  prometheus.Histogram
+	transactions    *prometheus.CounterVec
+	commitSeconds   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -82,10 +87,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fallbackEntries: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_fallback_cache_entries", Help: "Answers held in the fallback cache.",
 		}),
+		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_records_moved_total", Help: "Records produced with another partitioner than murmur2, moved to the partition their key hashes to.",
+		}, []string{"topic"}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_intents_restored_total", Help: "Pending intents restored from the changelog when partitions were taken over.",
+		}),
+		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_restore_duration_seconds", Help: "Time to take over partitions: committed offsets and the pending changelog read.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_transactions_total", Help: "Kafka transactions (exactly_once), by result: committed or aborted.",
+		}, []string{"result"}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_transaction_commit_duration_seconds", Help: "Time to send offsets and commit one transaction.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries} {
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -1,5 +1,11 @@
 package router
 
+import (
+	"context"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
 // Header is a Kafka record header.
 type Header struct {
 	Key   string
@@ -19,12 +25,14 @@ type Record struct {
 }
 
 // Output is one record the router produces. Intent-keyed outputs are keyed by
-// intent id and partitioned by the sink with murmur2, like Java clients.
+// intent id and partitioned by the sink with murmur2, like Java clients. A nil
+// Value is a tombstone.
 type Output struct {
-	Topic   string
-	Key     []byte
-	Value   []byte
-	Headers []Header
+	Topic     string
+	Partition *int32 // nil: the partitioner chooses
+	Key       []byte
+	Value     []byte
+	Headers   []Header
 }
 
 // TopicPartition names one partition.
@@ -37,9 +45,11 @@ type TopicPartition struct {
 type Assigned []TopicPartition
 
 // Revoked is a Source event: these partitions are no longer this instance's.
-// The router forgets their pending intents (their requests are not committed,
-// so the next owner replays them) and stops tracking their offsets.
 type Revoked []TopicPartition
+
+// EndOfPartition is a Source event: the consumer has read everything a
+// partition held when it was fetched.
+type EndOfPartition TopicPartition
 
 // Ack is a Sink's report that an output was delivered (Err == nil) or failed.
 type Ack struct {
@@ -48,20 +58,34 @@ type Ack struct {
 }
 
 // Source is the consumer side of Kafka as the router's poll goroutine sees it.
-// Poll is called from one goroutine only; StoreOffset, Pause and Resume may be
-// called from the event loop concurrently with Poll.
+// Poll, Committed and Seek are called from the poll goroutine only;
+// StoreOffset, Pause, Resume and GroupMetadata may be called from the event
+// loop concurrently with Poll.
 type Source interface {
-	// Poll waits up to timeoutMs and returns nil, a *Record, an Assigned or
-	// Revoked event, or an error. A non-nil error that IsFatal reports stops
-	// the router.
+	// Poll waits up to timeoutMs and returns nil, a *Record, an Assigned,
+	// Revoked or EndOfPartition event, or an error. An error that is a
+	// *FatalError stops the router.
 	Poll(timeoutMs int) any
+	// OnRevoke sets a function that Poll calls when partitions are about to
+	// be revoked, before they are given up: the router commits its work on
+	// them there.
+	OnRevoke(func([]TopicPartition))
 	// StoreOffset marks offset (the next offset to read) of a partition for
-	// the next commit.
+	// the next automatic commit (at_least_once).
 	StoreOffset(tp TopicPartition, offset int64) error
+	// Committed returns the group's committed offsets (next to read) of
+	// partitions; a partition without one is absent.
+	Committed(tps []TopicPartition) (map[TopicPartition]int64, error)
+	// Seek moves an assigned partition's fetch position.
+	Seek(tp TopicPartition, offset int64) error
+	// GroupMetadata is what a transactional sink sends with the offsets it
+	// commits (exactly_once); opaque to the router.
+	GroupMetadata() (any, error)
 	// Pause and Resume stop and restart fetching from partitions.
 	Pause(tps []TopicPartition) error
 	Resume(tps []TopicPartition) error
-	// Close commits what was stored, leaves the group and releases the client.
+	// Close commits what was stored (at_least_once), leaves the group and
+	// releases the client.
 	Close() error
 }
 
@@ -74,6 +98,50 @@ type Sink interface {
 	// producer.
 	Close() error
 }
+
+// TxSink is a Sink whose outputs go into Kafka transactions (exactly_once).
+// Its methods are called from the event loop only.
+type TxSink interface {
+	Sink
+	// Begin starts a transaction.
+	Begin() error
+	// Commit sends offsets (next to read) for the consumer group described by
+	// group to the transaction, and commits it. Errors are *TxnError.
+	Commit(ctx context.Context, offsets map[TopicPartition]int64, group any) error
+	// Abort aborts the open transaction. Errors are *TxnError.
+	Abort(ctx context.Context) error
+	// Reset replaces a producer that hit a fatal error (fenced, or its
+	// transactional state lost) with a new one under the same
+	// transactional.id.
+	Reset() error
+}
+
+// TxnError says what a failed transaction step needs.
+type TxnError struct {
+	Err error
+	// Retriable: the same step may simply be tried again.
+	Retriable bool
+	// Abortable: abort the transaction and redo its work from the last
+	// committed state.
+	Abortable bool
+	// Fatal: the producer must be replaced (Reset), then the work redone.
+	Fatal bool
+}
+
+func (e *TxnError) Error() string { return "router: transaction: " + e.Err.Error() }
+func (e *TxnError) Unwrap() error { return e.Err }
+
+// Restorer reads the pending-state changelog.
+type Restorer interface {
+	// Restore returns the pending intents of the given partitions of the
+	// pending changelog (the live value of every key), read to its end with
+	// read_committed.
+	Restore(ctx context.Context, partitions []int32) (map[int32][]*schemas.PendingIntent, error)
+}
+
+// FallbackFeed reads the shared fallback-cache topic from its beginning and
+// follows it, calling apply for every answer, until ctx ends.
+type FallbackFeed func(ctx context.Context, apply func(*schemas.FallbackAnswer)) error
 
 // FatalError is returned by a Source whose client can no longer work.
 type FatalError struct{ Err error }

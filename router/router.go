@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,9 @@ type options struct {
 	reg          prometheus.Registerer
 	drainTimeout time.Duration
 	queue        int
+	restorer     Restorer
+	feed         FallbackFeed
+	commitClock  clockwork.Clock
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -44,24 +48,51 @@ func WithDrainTimeout(d time.Duration) Option { return func(o *options) { o.drai
 // event loop (default 4096 records).
 func WithQueue(n int) Option { return func(o *options) { o.queue = n } }
 
+// WithRestorer sets where the router restores the pending intents of the
+// partitions it is assigned. Without one, it restores nothing.
+func WithRestorer(r Restorer) Option { return func(o *options) { o.restorer = r } }
+
+// WithCommitClock sets the clock that paces exactly_once commits (default:
+// the router's clock). Tests that drive deadlines with a fake clock let
+// commits run on real time with it.
+func WithCommitClock(c clockwork.Clock) Option { return func(o *options) { o.commitClock = c } }
+
+// WithFallbackFeed sets the reader of the shared fallback-cache topic.
+// Without one, the fallback cache holds only the answers this instance saw.
+func WithFallbackFeed(f FallbackFeed) Option { return func(o *options) { o.feed = f } }
+
 // Router routes intents. Create it with New, start it with Run.
 type Router struct {
 	cfg    *config.Config
 	src    Source
 	sink   Sink
+	tx     TxSink // exactly_once only
 	opts   options
 	m      *metrics
 	engine *engine
 	tr     *tracker
 
-	events       chan any    // poll goroutine -> event loop
+	events       chan any       // poll goroutine -> event loop
+	revokes      chan revokeReq // the Source's revoke hook -> event loop
+	rewinds      chan struct{}  // event loop -> poll goroutine: seek to committed and restore
+	feed         chan *schemas.FallbackAnswer
 	backpressure atomic.Bool // event loop -> poll goroutine: pause requests
-	inflight     int         // outputs produced and not yet acknowledged (event loop only)
 	health       atomic.Pointer[healthState]
 	started      atomic.Bool
 	stop         chan struct{} // closed by Shutdown
 	stopOnce     sync.Once
 	done         chan struct{} // closed when Run returns
+	closing      chan struct{} // closed when the loop has finished, before the Source closes
+
+	// Event-loop state.
+	inflight   int                      // at_least_once: outputs not yet acknowledged
+	assigned   map[TopicPartition]bool  // what this instance owns
+	positions  map[TopicPartition]int64 // exactly_once: next offset to read, per owned partition
+	txOpen     bool                     // exactly_once: a transaction holds outputs
+	dirty      bool                     // exactly_once: positions moved since the last commit
+	lastCommit int64
+	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
+	partitions int32
 }
 
 // healthState says why the router is not healthy; err == nil when it is.
@@ -69,8 +100,25 @@ type healthState struct{ err error }
 
 func (r *Router) setHealth(err error) { r.health.Store(&healthState{err}) }
 
+// revokeReq asks the event loop to commit and forget partitions.
+type revokeReq struct {
+	tps  []TopicPartition
+	done chan struct{}
+}
+
+// restored is what the poll goroutine read for partitions just assigned (or,
+// after an abort, for every partition it owns).
+type restored struct {
+	tps       []TopicPartition
+	pending   map[int32][]*schemas.PendingIntent
+	committed map[TopicPartition]int64
+	took      time.Duration
+	rewind    bool
+}
+
 // New builds a router over a Source and a Sink. The codec decodes what the
-// router reads and encodes what it writes.
+// router reads and encodes what it writes. With delivery exactly_once the
+// sink must be a TxSink.
 func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts ...Option) (*Router, error) {
 	o := options{clock: clockwork.NewRealClock(), log: slog.Default(), reg: prometheus.NewRegistry(), drainTimeout: 10 * time.Second, queue: 4096}
 	for _, opt := range opts {
@@ -79,11 +127,22 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	if cfg == nil || codec == nil || src == nil || sink == nil {
 		return nil, ErrMissingDependency
 	}
+	r := &Router{cfg: cfg, src: src, sink: sink, opts: o,
+		events: make(chan any, o.queue), revokes: make(chan revokeReq), rewinds: make(chan struct{}, 1),
+		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
+		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions)}
+	if cfg.Router.Delivery == config.ExactlyOnce {
+		tx, ok := sink.(TxSink)
+		if !ok {
+			return nil, ErrNeedTxSink
+		}
+		r.tx = tx
+	}
 	m, err := newMetrics(o.reg)
 	if err != nil {
 		return nil, fmt.Errorf("router: registering metrics: %w", err)
 	}
-	r := &Router{cfg: cfg, src: src, sink: sink, opts: o, m: m, events: make(chan any, o.queue), stop: make(chan struct{}), done: make(chan struct{})}
+	r.m = m
 	r.setHealth(ErrNotStarted)
 	e, err := newEngine(cfg, codec, m, o.log, o.clock.Now().UnixMilli())
 	if err != nil {
@@ -91,23 +150,20 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	}
 	r.tr = newTracker(r.storeOffset)
 	e.emit = r.produce
-	e.release = r.tr.release
 	e.failed = r.fail
 	r.engine = e
+	src.OnRevoke(r.onRevoke)
 	return r, nil
 }
 
 // Ready returns nil while the router is running and healthy, else why not.
 // It backs /readyz.
-func (r *Router) Ready() error {
-	return r.health.Load().err
-}
+func (r *Router) Ready() error { return r.health.Load().err }
 
-// Run routes until ctx ends or Shutdown is called, then drains: it waits
-// (up to the drain timeout) for outputs already produced to be acknowledged,
-// stores their offsets, and closes the Source and the Sink. It returns nil
-// after a clean stop, or the fatal error that stopped it. Run may be called
-// once.
+// Run routes until ctx ends or Shutdown is called, then stops: it commits (or
+// waits, up to the drain timeout, for the broker to acknowledge) what is in
+// flight, and closes the Source and the Sink. It returns nil after a clean
+// stop, or the fatal error that stopped it. Run may be called once.
 func (r *Router) Run(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
@@ -123,22 +179,41 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 	}()
 
-	// Shutdown order: the poll goroutine stops first (no new records), then
-	// the loop drains acknowledgements, then the Source is closed (it commits
-	// the stored offsets and leaves the group), then the Sink.
-	var pollWG sync.WaitGroup
-	pollWG.Add(1)
+	// Shutdown order: the poll goroutine and the fallback feed stop first (no
+	// new input), then the loop commits or drains what is in flight, then the
+	// Source is closed (it leaves the group), then the Sink.
+	var wg sync.WaitGroup
+	wg.Add(1)
 	pollErr := make(chan error, 1)
 	go func() {
-		defer pollWG.Done()
+		defer wg.Done()
 		pollErr <- r.poll(ctx)
 	}()
+	if r.opts.feed != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.readFallbackFeed(ctx)
+		}()
+	}
 	r.setHealth(nil)
 	err := r.loop(ctx, pollErr)
 	cancel()
-	pollWG.Wait()
-	r.drain()
+	// The poll goroutine may be waiting in the revoke hook for the loop.
+	waitDone := make(chan struct{})
+	go func() { wg.Wait(); close(waitDone) }()
+	for waiting := true; waiting; {
+		select {
+		case <-waitDone:
+			waiting = false
+		case req := <-r.revokes:
+			r.revoke(req.tps)
+			close(req.done)
+		}
+	}
+	r.finish()
 	r.setHealth(ErrStopped)
+	close(r.closing) // closing the Source revokes: nothing is left to commit
 	if cerr := r.src.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("router: closing the consumer: %w", cerr)
 	}
@@ -167,6 +242,12 @@ func (r *Router) Shutdown(ctx context.Context) error {
 func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 	ticker := r.opts.clock.NewTicker(r.cfg.Router.Tick.D())
 	defer ticker.Stop()
+	var commits <-chan time.Time
+	if r.tx != nil && r.opts.commitClock != nil {
+		t := r.opts.commitClock.NewTicker(r.cfg.Router.CommitInterval.D())
+		defer t.Stop()
+		commits = t.Chan()
+	}
 	acks := r.sink.Acks()
 	for {
 		select {
@@ -192,8 +273,15 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 			}
 		case a := <-acks:
 			r.ack(a)
+		case req := <-r.revokes:
+			r.revoke(req.tps)
+			close(req.done)
+		case fa := <-r.feed:
+			r.engine.onFallbackAnswer(fa)
 		case <-ticker.Chan():
 			r.onTick()
+		case <-commits:
+			r.commit()
 		}
 	}
 }
@@ -202,31 +290,79 @@ func (r *Router) handle(ev any) {
 	now := r.opts.clock.Now().UnixMilli()
 	switch ev := ev.(type) {
 	case *Record:
-		t := r.tr.begin(TopicPartition{ev.Topic, ev.Partition}, ev.Offset)
-		switch ev.Topic {
-		case r.cfg.Topics.Requests:
+		if r.discarding {
+			return // read before the rewind: it will be read again
+		}
+		tp := TopicPartition{ev.Topic, ev.Partition}
+		var t *track
+		if r.tx == nil {
+			t = r.tr.begin(tp, ev.Offset)
+		} else {
+			r.positions[tp] = ev.Offset + 1
+			r.dirty = true
+		}
+		switch {
+		case r.misrouted(ev):
+			r.forward(ev, t)
+		case ev.Topic == r.cfg.Topics.Requests:
 			r.engine.onRequest(ev, t, now)
-		case r.cfg.Topics.Responses:
+		case ev.Topic == r.cfg.Topics.Responses:
 			r.engine.onResponse(ev, t, now)
 		}
 		r.tr.release(t)
-	case Assigned:
-		r.opts.log.Info("partitions assigned", "partitions", fmt.Sprint([]TopicPartition(ev)))
-	case Revoked:
-		forgot := 0
-		for _, tp := range ev {
-			r.tr.revoke(tp)
-			if tp.Topic == r.cfg.Topics.Requests {
-				forgot += r.engine.forgetPartition(tp.Partition)
-			}
+	case EndOfPartition:
+		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
+			r.engine.caughtUpTo(ev.Partition, math.MaxInt64, now)
 		}
-		r.opts.log.Info("partitions revoked", "partitions", fmt.Sprint([]TopicPartition(ev)), "pending_forgotten", forgot)
+	case *restored:
+		r.applyRestore(ev, now)
 	}
+}
+
+// applyRestore takes over the pending intents the poll goroutine read.
+func (r *Router) applyRestore(ev *restored, now int64) {
+	if ev.rewind {
+		r.discarding = false
+	}
+	total, held := 0, 0
+	for _, tp := range ev.tps {
+		r.assigned[tp] = true
+		if off, ok := ev.committed[tp]; ok {
+			r.positions[tp] = off
+		}
+		if tp.Topic == r.cfg.Topics.Requests {
+			n, h := r.engine.restore(tp.Partition, ev.pending[tp.Partition], now)
+			total += n
+			held += h
+		}
+	}
+	r.m.restored.Add(float64(total))
+	r.m.restoreSeconds.Observe(ev.took.Seconds())
+	r.opts.log.Info("partitions taken over", "partitions", len(ev.tps), "pending_restored", total,
+		"expired_while_unowned", held, "restore_ms", ev.took.Milliseconds(), "after_abort", ev.rewind)
+}
+
+// misrouted reports whether a record sits on another partition than the
+// murmur2 hash of its key says (it was produced with another partitioner).
+func (r *Router) misrouted(rec *Record) bool {
+	return len(rec.Key) > 0 && r.partitions > 0 && PartitionFor(rec.Key, r.partitions) != rec.Partition
+}
+
+// forward moves a misrouted record to the partition its key hashes to, where
+// the instance that owns the intent will read it.
+func (r *Router) forward(rec *Record, t *track) {
+	p := PartitionFor(rec.Key, r.partitions)
+	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
+	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
 func (r *Router) onTick() {
 	now := r.opts.clock.Now().UnixMilli()
 	r.engine.tick(now)
+	if r.tx != nil && r.opts.commitClock == nil && now-r.lastCommit >= r.cfg.Router.CommitInterval.D().Milliseconds() {
+		r.commit()
+	}
 	n := len(r.engine.pending)
 	r.m.pending.Set(float64(n))
 	r.m.uncommitted.Set(float64(r.tr.lag()))
@@ -240,13 +376,26 @@ func (r *Router) onTick() {
 	}
 }
 
-// delivery is the opaque of one produced output.
+// delivery is the opaque of one produced output (at_least_once).
 type delivery struct {
 	a, b *track
 	out  *Output
 }
 
 func (r *Router) produce(o *Output, a, b *track) {
+	if r.tx != nil {
+		if !r.txOpen {
+			if err := r.tx.Begin(); err != nil {
+				r.txFailed(err)
+				return
+			}
+			r.txOpen = true
+		}
+		if err := r.tx.Produce(o, nil); err != nil {
+			r.txFailed(err)
+		}
+		return
+	}
 	a.hold()
 	b.hold()
 	d := &delivery{a: a, b: b, out: o}
@@ -259,6 +408,9 @@ func (r *Router) produce(o *Output, a, b *track) {
 func (r *Router) ack(a Ack) {
 	d, ok := a.Opaque.(*delivery)
 	if !ok {
+		if a.Err != nil { // exactly_once: the commit will fail and redo the work
+			r.m.deliveryFailed.Inc()
+		}
 		return
 	}
 	r.inflight--
@@ -272,8 +424,132 @@ func (r *Router) ack(a Ack) {
 	r.tr.release(d.b)
 }
 
-// drain waits for outstanding acknowledgements after the loop stopped.
-func (r *Router) drain() {
+// commit commits the open transaction with the positions of every owned
+// partition (exactly_once). Sending offsets in every transaction, even one
+// that only holds a timer's outputs, is what fences a zombie instance: its
+// commit fails once the group has moved on.
+func (r *Router) commit() {
+	now := r.opts.clock.Now()
+	r.lastCommit = now.UnixMilli()
+	if r.discarding {
+		return // the last transaction aborted: nothing is open until the rewind
+	}
+	if !r.txOpen && !r.dirty {
+		return
+	}
+	offsets := make(map[TopicPartition]int64, len(r.positions))
+	for tp, off := range r.positions {
+		if r.assigned[tp] {
+			offsets[tp] = off
+		}
+	}
+	if !r.txOpen {
+		if len(offsets) == 0 {
+			r.dirty = false
+			return
+		}
+		if err := r.tx.Begin(); err != nil {
+			r.txFailed(err)
+			return
+		}
+		r.txOpen = true
+	}
+	group, err := r.src.GroupMetadata()
+	if err != nil {
+		r.txFailed(&TxnError{Err: err, Abortable: true})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for try := 1; ; try++ {
+		err = r.tx.Commit(ctx, offsets, group)
+		var te *TxnError
+		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 {
+			break
+		}
+	}
+	if err != nil {
+		r.txFailed(err)
+		return
+	}
+	r.txOpen, r.dirty = false, false
+	r.engine.resolved.commit()
+	r.m.transactions.WithLabelValues("committed").Inc()
+	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
+}
+
+// txFailed aborts (or, after a fatal error, replaces the producer) and
+// redoes the work from the last committed state: every owned partition is
+// forgotten, rewound to its committed offset, and restored.
+func (r *Router) txFailed(err error) {
+	r.m.transactions.WithLabelValues("aborted").Inc()
+	r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var te *TxnError
+	fatal := errors.As(err, &te) && te.Fatal
+	if !fatal && r.txOpen {
+		if aerr := r.tx.Abort(ctx); aerr != nil {
+			fatal = true
+			r.opts.log.Warn("abort failed", "error", aerr)
+		}
+	}
+	if fatal {
+		if rerr := r.tx.Reset(); rerr != nil {
+			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", rerr))
+		}
+	}
+	r.txOpen, r.dirty = false, false
+	r.engine.resolved.rollback()
+	for tp := range r.assigned {
+		if tp.Topic == r.cfg.Topics.Requests {
+			r.engine.forgetPartition(tp.Partition)
+		}
+	}
+	r.discarding = true
+	select {
+	case r.rewinds <- struct{}{}:
+	default:
+	}
+}
+
+// onRevoke runs in the poll goroutine, inside the Source's rebalance
+// handling: it waits until the loop has committed and forgotten the
+// partitions, so their next owner starts from this instance's last work.
+func (r *Router) onRevoke(tps []TopicPartition) {
+	req := revokeReq{tps: tps, done: make(chan struct{})}
+	select {
+	case r.revokes <- req:
+		<-req.done
+	case <-r.closing:
+	}
+}
+
+func (r *Router) revoke(tps []TopicPartition) {
+	if r.tx != nil {
+		r.commit()
+	}
+	forgot := 0
+	for _, tp := range tps {
+		r.tr.revoke(tp)
+		delete(r.assigned, tp)
+		delete(r.positions, tp)
+		if tp.Topic == r.cfg.Topics.Requests {
+			forgot += r.engine.forgetPartition(tp.Partition)
+		}
+	}
+	r.opts.log.Info("partitions revoked", "partitions", len(tps), "pending_handed_over", forgot)
+}
+
+// finish commits the last transaction (exactly_once) or waits for
+// outstanding acknowledgements (at_least_once) after the loop stopped.
+func (r *Router) finish() {
+	if r.tx != nil {
+		if !r.discarding {
+			r.commit()
+		}
+		return
+	}
 	if r.inflight == 0 {
 		return
 	}
@@ -301,88 +577,14 @@ func (r *Router) fail(err error) {
 	r.setHealth(err)
 }
 
-// poll is the poll goroutine. It never blocks on the event loop: when the
-// loop's queue is full it keeps a backlog and pauses its partitions until the
-// backlog drains, so max.poll.interval.ms never evicts the instance.
-func (r *Router) poll(ctx context.Context) error {
-	var (
-		backlog  []any
-		assigned = map[TopicPartition]bool{}
-		paused   = map[TopicPartition]bool{}
-	)
-	for ctx.Err() == nil {
-		for len(backlog) > 0 {
-			select {
-			case r.events <- backlog[0]:
-				backlog[0] = nil
-				backlog = backlog[1:]
-				continue
-			default:
-			}
-			break
+func (r *Router) readFallbackFeed(ctx context.Context) {
+	err := r.opts.feed(ctx, func(fa *schemas.FallbackAnswer) {
+		select {
+		case r.feed <- fa:
+		case <-ctx.Done():
 		}
-		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load())
-
-		ev := r.src.Poll(100)
-		switch e := ev.(type) {
-		case nil:
-			continue
-		case error:
-			var fatal *FatalError
-			if errors.As(e, &fatal) {
-				return e
-			}
-			r.opts.log.Warn("kafka consumer", "error", e)
-			continue
-		case Assigned:
-			for _, tp := range e {
-				assigned[tp] = true
-			}
-		case Revoked:
-			for _, tp := range e {
-				delete(assigned, tp)
-				delete(paused, tp)
-			}
-		}
-		if len(backlog) == 0 {
-			select {
-			case r.events <- ev:
-				continue
-			default:
-			}
-		}
-		backlog = append(backlog, ev)
-	}
-	return nil
-}
-
-// applyPause pauses every assigned partition while the loop is behind, only
-// the requests partitions while the pending table is full (responses must keep
-// flowing to resolve intents), and resumes the rest.
-func (r *Router) applyPause(assigned, paused map[TopicPartition]bool, behind, full bool) {
-	var pause, resume []TopicPartition
-	for tp := range assigned {
-		want := behind || (full && tp.Topic == r.cfg.Topics.Requests)
-		if want && !paused[tp] {
-			pause = append(pause, tp)
-			paused[tp] = true
-		} else if !want && paused[tp] {
-			resume = append(resume, tp)
-			delete(paused, tp)
-		}
-	}
-	if len(pause) > 0 {
-		if err := r.src.Pause(pause); err != nil {
-			r.opts.log.Warn("pausing partitions", "error", err)
-		}
-		r.m.paused.Set(1)
-	}
-	if len(resume) > 0 {
-		if err := r.src.Resume(resume); err != nil {
-			r.opts.log.Warn("resuming partitions", "error", err)
-		}
-		if len(paused) == 0 {
-			r.m.paused.Set(0)
-		}
+	})
+	if err != nil && ctx.Err() == nil {
+		r.opts.log.Warn("reading the fallback-cache topic stopped", "error", err)
 	}
 }

@@ -29,9 +29,21 @@ intents:
   echo:        {agent: echo, timeout: 2s}
   fraud_check: {agent: slow, timeout: 300ms, fallback: {cache: {max_age: 10m}, static: {decision: review}}}
   plain:       {agent: slow, timeout: 1s, min_timeout: 100ms, max_timeout: 5s}
+topics:
+  partitions: 1
 router:
   max_pending: 3
+  commit_interval: 2ms
 `
+
+var deliveries = []string{config.ExactlyOnce, config.AtLeastOnce}
+
+// both runs a test once per delivery guarantee.
+func both(t *testing.T, f func(t *testing.T, delivery string)) {
+	for _, d := range deliveries {
+		t.Run(d, func(t *testing.T) { f(t, d) })
+	}
+}
 
 const (
 	requests  = config.DefaultRequests
@@ -39,6 +51,7 @@ const (
 	results   = config.DefaultResults
 	timeoutsT = config.DefaultTimeouts
 	dlq       = config.DefaultDeadLetter
+	pendingT  = config.DefaultPending
 	echoTopic = "mcp.agent.echo.request"
 	slowTopic = "mcp.agent.slow.request"
 )
@@ -50,30 +63,48 @@ type harness struct {
 	ctx    context.Context
 	clock  *clockwork.FakeClock
 	src    *routertest.Source
-	sink   *routertest.Sink
+	sink   *routertest.Sink   // what is visible: committed (exactly_once) or produced
+	tx     *routertest.TxSink // exactly_once only
 	codec  *schemas.Codec
 	reg    *prometheus.Registry
 	r      *router.Router
 	offset map[string]int64
 }
 
-func start(t *testing.T, yaml string) *harness {
+func start(t *testing.T, yaml, delivery string, opts ...router.Option) *harness {
+	t.Helper()
+	return startAt(t, t0, yaml, delivery, opts...)
+}
+
+// startAt starts a router whose fake clock reads at.
+func startAt(t *testing.T, at time.Time, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Router.Delivery = delivery
 	codec, err := schemas.NewCodec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	h := &harness{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(t0), src: routertest.NewSource(), sink: routertest.NewSink(), codec: codec, reg: prometheus.NewRegistry(), offset: map[string]int64{}}
-	h.r, err = router.New(cfg, codec, h.src, h.sink, router.WithClock(h.clock), router.WithRegisterer(h.reg),
-		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	h := &harness{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(at), src: routertest.NewSource(), codec: codec, reg: prometheus.NewRegistry(), offset: map[string]int64{}}
+	var sink router.Sink
+	if delivery == config.ExactlyOnce {
+		h.tx = routertest.NewTxSink(h.src)
+		h.sink, sink = h.tx.Sink, h.tx
+	} else {
+		h.sink = routertest.NewSink()
+		sink = h.sink
+	}
+	opts = append([]router.Option{router.WithClock(h.clock), router.WithCommitClock(clockwork.NewRealClock()), router.WithRegisterer(h.reg),
+		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
+	h.r, err = router.New(cfg, codec, h.src, sink, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
 	done := make(chan error, 1)
 	go func() { done <- h.r.Run(ctx) }()
 	// The event loop's one ticker is the only fake-clock waiter.
@@ -191,8 +222,10 @@ func (h *harness) counter(name string, labels ...string) float64 {
 	return total
 }
 
-func TestAnsweredRoundTrip(t *testing.T) {
-	h := start(t, testConfig)
+func TestAnsweredRoundTrip(t *testing.T) { both(t, testAnsweredRoundTrip) }
+
+func testAnsweredRoundTrip(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	h.request("i-1", "echo", `{"q":1}`, func(r *schemas.IntentRequest) { r.SessionID = schemas.Ptr("s-1") })
 
 	var ar schemas.AgentRequest
@@ -236,7 +269,11 @@ func TestAnsweredRoundTrip(t *testing.T) {
 }
 
 func TestTimeoutFallsBackToStaticThenToTheLateAnswer(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testTimeoutFallsBackToStaticThenToTheLateAnswer)
+}
+
+func testTimeoutFallsBackToStaticThenToTheLateAnswer(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	ref := func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("user-1") }
 	h.request("f-1", "fraud_check", `{"amount":1}`, ref)
 	h.wait(slowTopic, 1)
@@ -291,7 +328,11 @@ func TestTimeoutFallsBackToStaticThenToTheLateAnswer(t *testing.T) {
 }
 
 func TestTimeoutWithoutFallbackIsTimedOut(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testTimeoutWithoutFallbackIsTimedOut)
+}
+
+func testTimeoutWithoutFallbackIsTimedOut(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	h.request("p-1", "plain", `{}`, func(r *schemas.IntentRequest) { r.TimeoutMs = schemas.Ptr(int64(10)) }) // clamped to 100ms
 	h.wait(slowTopic, 1)
 	h.advance(99 * time.Millisecond)
@@ -306,7 +347,11 @@ func TestTimeoutWithoutFallbackIsTimedOut(t *testing.T) {
 }
 
 func TestExpiredOnArrivalIsNeverDispatched(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testExpiredOnArrivalIsNeverDispatched)
+}
+
+func testExpiredOnArrivalIsNeverDispatched(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	old := t0.Add(-5 * time.Second)
 	h.push(requests, "e-1", &schemas.IntentRequest{IntentID: "e-1", IntentType: "fraud_check", Payload: "{}"}, old)
 	var to schemas.IntentTimeout
@@ -326,7 +371,11 @@ func TestExpiredOnArrivalIsNeverDispatched(t *testing.T) {
 }
 
 func TestDuplicatesNeverDispatchOrResolveTwice(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testDuplicatesNeverDispatchOrResolveTwice)
+}
+
+func testDuplicatesNeverDispatchOrResolveTwice(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	h.request("d-1", "echo", `{}`)
 	h.request("d-1", "echo", `{}`) // while pending
 	h.wait(echoTopic, 1)
@@ -350,7 +399,11 @@ func TestDuplicatesNeverDispatchOrResolveTwice(t *testing.T) {
 }
 
 func TestMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testMalformedAndUnroutableRecordsAreDeadLettered)
+}
+
+func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	off := h.pushRaw(requests, "m-1", []byte(`{"intent_id":"m-1","intent_type":`))
 	dl := h.wait(dlq, 1)
 	hdr := map[string]string{}
@@ -404,35 +457,44 @@ func TestMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T) {
 	}
 }
 
-func TestOffsetsWaitForResolutionAndAcknowledgement(t *testing.T) {
-	h := start(t, testConfig)
-	tp := router.TopicPartition{Topic: requests}
+// TestOffsetsWaitForAcknowledgement: at_least_once stores a request's
+// offset once its dispatch and its pending-state record are acknowledged (the
+// changelog then holds the intent), and a response's once its result and
+// tombstone are.
+func TestOffsetsWaitForAcknowledgement(t *testing.T) {
+	h := start(t, testConfig, config.AtLeastOnce)
+	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
+	h.sink.Hold()
 	h.request("o-1", "echo", `{}`)
-	h.request("o-2", "echo", `{}`)
-	h.wait(echoTopic, 2)
-	h.answer("o-2", "echo", `{}`)
-	h.result(1)
+	h.wait(echoTopic, 1)
+	h.wait(pendingT, 1)
 	h.settle()
-	// o-1 is still pending: nothing of the requests partition is committable.
-	if got := h.src.Stored(tp); got != -1 {
-		t.Fatalf("stored %d while o-1 is pending", got)
+	if got := h.src.Stored(reqTP); got != -1 {
+		t.Fatalf("stored %d before the dispatch was acknowledged", got)
+	}
+	h.sink.Release()
+	want := h.offset[requests]
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(reqTP) == want }); err != nil {
+		t.Fatalf("stored %d after acknowledgement, want %d", h.src.Stored(reqTP), want)
 	}
 	h.sink.Hold()
 	h.answer("o-1", "echo", `{}`)
-	h.result(2)
+	h.result(1)
+	if tomb := h.wait(pendingT, 2); tomb.Value != nil || string(tomb.Key) != "o-1" {
+		t.Fatalf("no tombstone for the resolved intent: %+v", tomb)
+	}
 	h.settle()
-	if got := h.src.Stored(tp); got != -1 {
+	if got := h.src.Stored(respTP); got != -1 {
 		t.Fatalf("stored %d before the result was acknowledged", got)
 	}
 	h.sink.Release()
-	want := h.offset[requests] // o-1, o-2 and the settle markers after them
-	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(tp) == want }); err != nil {
-		t.Fatalf("stored %d after acknowledgement, want %d", h.src.Stored(tp), want)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
+		t.Fatalf("response offset %d after acknowledgement, want 1", h.src.Stored(respTP))
 	}
 }
 
 func TestFailedDeliveryIsNeverCommitted(t *testing.T) {
-	h := start(t, testConfig)
+	h := start(t, testConfig, config.AtLeastOnce)
 	h.sink.FailTopic(echoTopic, errors.New("broker says no"))
 	h.request("x-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
@@ -447,8 +509,10 @@ func TestFailedDeliveryIsNeverCommitted(t *testing.T) {
 	}
 }
 
-func TestPendingBoundPausesRequestsOnly(t *testing.T) {
-	h := start(t, testConfig) // max_pending: 3
+func TestPendingBoundPausesRequestsOnly(t *testing.T) { both(t, testPendingBoundPausesRequestsOnly) }
+
+func testPendingBoundPausesRequestsOnly(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery) // max_pending: 3
 	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
 	h.src.Push(router.Assigned{reqTP, respTP})
 	for i := range 3 {
@@ -473,7 +537,11 @@ func TestPendingBoundPausesRequestsOnly(t *testing.T) {
 }
 
 func TestRevokedPartitionsForgetTheirPendingIntents(t *testing.T) {
-	h := start(t, testConfig)
+	both(t, testRevokedPartitionsForgetTheirPendingIntents)
+}
+
+func testRevokedPartitionsForgetTheirPendingIntents(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	h.request("r-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
 	h.src.Push(router.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
@@ -485,8 +553,10 @@ func TestRevokedPartitionsForgetTheirPendingIntents(t *testing.T) {
 	}
 }
 
-func TestShutdownClosesSourceAndSink(t *testing.T) {
-	h := start(t, testConfig)
+func TestShutdownClosesSourceAndSink(t *testing.T) { both(t, testShutdownClosesSourceAndSink) }
+
+func testShutdownClosesSourceAndSink(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.r.Shutdown(ctx); err != nil {
@@ -503,8 +573,10 @@ func TestShutdownClosesSourceAndSink(t *testing.T) {
 	}
 }
 
-func TestTraceparentTravelsAsAHeader(t *testing.T) {
-	h := start(t, testConfig)
+func TestTraceparentTravelsAsAHeader(t *testing.T) { both(t, testTraceparentTravelsAsAHeader) }
+
+func testTraceparentTravelsAsAHeader(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	h.request("t-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.Traceparent = &tp })
 	if !hasHeader(h.wait(echoTopic, 1), router.HeaderTraceparent, tp) {
@@ -516,8 +588,10 @@ func TestTraceparentTravelsAsAHeader(t *testing.T) {
 	}
 }
 
-func TestAgentErrorResolvesAgentError(t *testing.T) {
-	h := start(t, testConfig)
+func TestAgentErrorResolvesAgentError(t *testing.T) { both(t, testAgentErrorResolvesAgentError) }
+
+func testAgentErrorResolvesAgentError(t *testing.T, delivery string) {
+	h := start(t, testConfig, delivery)
 	h.request("a-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
 	h.push(responses, "a-1", &schemas.AgentResponse{RequestID: "a-1", Agent: "echo", Status: schemas.StatusError, Error: &schemas.ErrorInfo{Code: "quota", Message: "rate limited"}})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,6 +29,8 @@ type node struct {
 	results *api.Results
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
+
+	instanceID string
 }
 
 func settingsOf(cfg *config.Config, clientID string) kafkaio.Settings {
@@ -61,16 +62,13 @@ func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	src, err := kafkaio.NewSource(n.kafka, cfg.Kafka.GroupID, []string{cfg.Topics.Requests, cfg.Topics.Responses})
+	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, cfg, codec)
 	if err != nil {
 		return nil, err
 	}
-	sink, err := kafkaio.NewSink(n.kafka, 10*time.Second)
-	if err != nil {
-		_ = src.Close()
-		return nil, err
-	}
-	n.router, err = router.New(cfg, codec, src, sink, router.WithLogger(log), router.WithRegisterer(reg))
+	n.instanceID = instanceID
+	ropts = append(ropts, router.WithLogger(log.With("instance", instanceID)), router.WithRegisterer(reg))
+	n.router, err = router.New(cfg, codec, src, sink, ropts...)
 	if err != nil {
 		_ = src.Close()
 		_ = sink.Close()

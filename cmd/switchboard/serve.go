@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 )
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -15,6 +20,7 @@ and the README's configuration reference). SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS,
 SWITCHBOARD_SCHEMA_REGISTRY_URL and SWITCHBOARD_KAFKA_SASL_USERNAME/PASSWORD
 override the file.`, `  switchboard serve --config deploy/examples/switchboard.yaml`, stderr)
 	path := fs.String("config", "", "the YAML configuration `file` (required)")
+	instance := fs.String("instance-id", "", "this instance's stable `id` (overrides router.instance_id; one per instance)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -26,17 +32,57 @@ override the file.`, `  switchboard serve --config deploy/examples/switchboard.y
 	if err != nil {
 		return err
 	}
+	if *instance != "" {
+		cfg.Router.InstanceID = *instance
+	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
-	if cfg.Topics.AutoCreate {
-		if err := ensureTopics(ctx, cfg, true, stderr); err != nil {
-			return err
-		}
+	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
+		return err
 	}
 	n, err := newNode(cfg, log)
 	if err != nil {
 		return err
 	}
+	if cfg.Router.InstanceID == "" {
+		log.Warn("router.instance_id is not set: using " + n.instanceID + " for this run; give each instance a stable id so that after a restart it gets its partitions back at once and aborts what it left open")
+	}
 	log.Info("switchboard serving", "config", *path, "kafka", cfg.Kafka.BootstrapServers, "http", cfg.HTTP.Listen,
-		"group", cfg.Kafka.GroupID, "intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String())
+		"group", cfg.Kafka.GroupID, "instance", n.instanceID, "delivery", cfg.Router.Delivery,
+		"intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String())
 	return n.run(ctx)
+}
+
+// checkTopicsAtStart refuses to start without the topics the config uses
+// (creating them first with topics.auto_create), or when the requests and
+// responses topics do not have the configured partition count (the router
+// could not pair across instances). Other differences are logged.
+func checkTopicsAtStart(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	reports, err := kafkaio.EnsureTopics(ctx, settingsOf(cfg, "switchboard-topics"), cfg.TopicPlans(), cfg.Topics.AutoCreate)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, r := range reports {
+		switch r.Status {
+		case kafkaio.TopicCreated:
+			log.Info("topic created", "topic", r.Plan.Name, "partitions", r.Plan.Partitions)
+		case kafkaio.TopicMissing:
+			missing = append(missing, r.Plan.Name)
+		case kafkaio.TopicConflict:
+			if r.Plan.Name == cfg.Topics.Requests || r.Plan.Name == cfg.Topics.Responses {
+				for _, c := range r.Conflicts {
+					if strings.HasPrefix(c, "partitions ") {
+						return fmt.Errorf("topic %s: %s: requests and responses must have topics.partitions partitions", r.Plan.Name, c)
+					}
+				}
+			}
+			log.Warn("topic differs from the configuration", "topic", r.Plan.Name, "differences", strings.Join(r.Conflicts, "; "))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("topics missing: %s (create them with 'switchboard topics create --config FILE', or set topics.auto_create: true)", strings.Join(missing, ", "))
+	}
+	return nil
 }

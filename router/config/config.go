@@ -151,9 +151,21 @@ const (
 
 // Router tunes the routing engine.
 type Router struct {
-	// Delivery is at_least_once: offsets are committed once everything a record
-	// caused has been acknowledged by the broker.
+	// Delivery is exactly_once (the default: a commit interval's records,
+	// their outputs and their offsets in one Kafka transaction) or
+	// at_least_once (offsets committed once everything a record caused has
+	// been acknowledged; an instance's death can duplicate outputs).
 	Delivery string `yaml:"delivery"`
+	// InstanceID names this instance, stably across restarts: it is the
+	// consumer's group.instance.id (static membership: a restarted instance
+	// gets its partitions back without a rebalance) and the suffix of the
+	// transactional.id (a restarted instance aborts what its previous life
+	// left open). Each instance needs its own. Empty: a random id, without
+	// static membership. SWITCHBOARD_INSTANCE_ID overrides it.
+	InstanceID string `yaml:"instance_id"`
+	// CommitInterval is how often exactly_once commits its transaction: the
+	// latency it adds to every output, at most. Default 100ms.
+	CommitInterval Duration `yaml:"commit_interval"`
 	// DefaultTimeout applies to intent types that set no timeout. Default 30s.
 	DefaultTimeout Duration `yaml:"default_timeout"`
 	// Tick is the timing wheel's resolution. Default 5ms.

@@ -28,7 +28,7 @@ func TestShippedExampleLoads(t *testing.T) {
 	if c.Agents["echo"].Topic != "mcp.agent.echo.request" || c.Agents["echo"].Name != "echo" {
 		t.Fatalf("echo agent = %+v", c.Agents["echo"])
 	}
-	if c.Router.Delivery != config.AtLeastOnce || c.Router.DedupWindow.D() != 10*time.Minute {
+	if c.Router.Delivery != config.ExactlyOnce || c.Router.DedupWindow.D() != 10*time.Minute || c.Router.CommitInterval.D() != 100*time.Millisecond {
 		t.Fatalf("router defaults = %+v", c.Router)
 	}
 }
@@ -50,7 +50,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"avro without registry", "agents:\n  a: {encoding: avro}\nintents: {e: {agent: a}}\n", `sb.yaml:2: agents.a.encoding: avro needs schema_registry.url`},
 		{"bad cache key", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    fallback:\n      cache: {key: user}\n", `sb.yaml:6: intents.e.fallback.cache.key: "user" is not a cache key`},
 		{"no intents", "agents: {a: {}}\n", `sb.yaml: intents: no intent types configured`},
-		{"exactly once not yet", "agents: {a: {}}\nintents: {e: {agent: a}}\nrouter:\n  delivery: exactly_once\n", `sb.yaml:4: router.delivery: exactly_once is not available yet`},
+		{"bad delivery", "agents: {a: {}}\nintents: {e: {agent: a}}\nrouter:\n  delivery: maybe_once\n", `sb.yaml:4: router.delivery: "maybe_once" is not a delivery guarantee`},
 		{"duplicate topic", "topics:\n  results: mcp.intent.request\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.results: topic "mcp.intent.request" is also topics.requests`},
 		{"syntax", "agents: [\n", `sb.yaml:`},
 		{"wrong type", "topics:\n  partitions: many\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.partitions: cannot unmarshal`},

@@ -106,6 +106,7 @@ const (
 	EnvSASLPassword   = "SWITCHBOARD_KAFKA_SASL_PASSWORD"
 	EnvRegistryUser   = "SWITCHBOARD_SCHEMA_REGISTRY_USERNAME"
 	EnvRegistrySecret = "SWITCHBOARD_SCHEMA_REGISTRY_PASSWORD"
+	EnvInstanceID     = "SWITCHBOARD_INSTANCE_ID"
 )
 
 func (c *Config) applyEnv(lookup func(string) (string, bool)) {
@@ -121,6 +122,7 @@ func (c *Config) applyEnv(lookup func(string) (string, bool)) {
 	set(EnvRegistryURL, &c.SchemaRegistry.URL)
 	set(EnvRegistryUser, &c.SchemaRegistry.Username)
 	set(EnvRegistrySecret, &c.SchemaRegistry.Password)
+	set(EnvInstanceID, &c.Router.InstanceID)
 	for env, prop := range map[string]string{EnvSASLUsername: "sasl.username", EnvSASLPassword: "sasl.password"} {
 		if v, ok := lookup(env); ok && v != "" {
 			if c.Kafka.Properties == nil {
@@ -182,7 +184,8 @@ func (c *Config) setDefaults() {
 	defI(&c.Topics.MaxMessageBytes, DefaultMaxMessage)
 	defI(&c.Topics.Partitions, DefaultPartitions)
 	defI(&c.Topics.ReplicationFactor, 1)
-	def(&c.Router.Delivery, AtLeastOnce)
+	def(&c.Router.Delivery, ExactlyOnce)
+	defD(&c.Router.CommitInterval, Duration(100e6))
 	defD(&c.Router.DefaultTimeout, Duration(30e9))
 	defD(&c.Router.Tick, Duration(5e6))
 	defI(&c.Router.MaxPending, DefaultMaxPending)
@@ -222,6 +225,7 @@ var ownedProperties = map[string]string{
 	"isolation.level":               "the router reads read_committed",
 	"transactional.id":              "the router owns its transactions",
 	"group.id":                      "set kafka.group_id instead",
+	"group.instance.id":             "set router.instance_id instead",
 	"bootstrap.servers":             "set kafka.bootstrap_servers instead",
 	"partitioner":                   "intent-keyed topics use murmur2_random, the Java client's partitioner, so that topics stay co-partitioned",
 	"partition.assignment.strategy": "the router uses the range assignor so the owner of a request also receives its response",
@@ -318,11 +322,15 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		}
 	}
 	switch c.Router.Delivery {
-	case AtLeastOnce:
-	case ExactlyOnce:
-		add("exactly_once is not available yet: use at_least_once", "router", "delivery")
+	case AtLeastOnce, ExactlyOnce:
 	default:
-		add(fmt.Sprintf("%q is not a delivery guarantee: use at_least_once", c.Router.Delivery), "router", "delivery")
+		add(fmt.Sprintf("%q is not a delivery guarantee: use exactly_once or at_least_once", c.Router.Delivery), "router", "delivery")
+	}
+	if c.Router.InstanceID != "" && !nameRE.MatchString(strings.ToLower(c.Router.InstanceID)) {
+		add(fmt.Sprintf("%q: use letters, digits, '_', '-', '.', starting with a letter", c.Router.InstanceID), "router", "instance_id")
+	}
+	if c.Router.CommitInterval.D() < 1e6 {
+		add("must be at least 1ms", "router", "commit_interval")
 	}
 	if c.Router.Tick.D() < 1e6 {
 		add("must be at least 1ms", "router", "tick")

@@ -27,9 +27,11 @@ import (
 // run runs every scenario against the broker at bootstrap, once with a
 // Schema Registry and once without.
 func run(t *testing.T, bootstrap string) {
-	for _, enc := range []string{"avro", "json"} {
-		t.Run(enc, func(t *testing.T) {
-			e := newEnv(t, bootstrap, enc == "avro")
+	for _, v := range []struct{ enc, delivery string }{
+		{"avro", config.ExactlyOnce}, {"json", config.ExactlyOnce}, {"avro", config.AtLeastOnce}, {"json", config.AtLeastOnce},
+	} {
+		t.Run(v.enc+"/"+v.delivery, func(t *testing.T) {
+			e := newEnv(t, bootstrap, v.enc == "avro", v.delivery)
 			t.Run("answered", e.answered)
 			t.Run("timeout_then_fallback_static", e.timeoutThenStatic)
 			t.Run("late_answer_then_fallback_cache", e.lateAnswerThenCache)
@@ -48,6 +50,9 @@ topics:
   results: %[1]s.result
   timeouts: %[1]s.timeout
   dead_letter: %[1]s.dlq
+  pending: %[1]s.pending
+  fallback_cache: %[1]s.cache
+  context_snapshots: %[1]s.context
   partitions: 3
 kafka:
   group_id: %[1]s.router
@@ -88,7 +93,7 @@ type env struct {
 	agents  map[string]*inbox
 }
 
-func newEnv(t *testing.T, bootstrap string, avro bool) *env {
+func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	prefix := "cf." + randomHex(4)
@@ -97,6 +102,7 @@ func newEnv(t *testing.T, bootstrap string, avro bool) *env {
 		t.Fatal(err)
 	}
 	cfg.Kafka.BootstrapServers = bootstrap
+	cfg.Router.Delivery = delivery
 	e := &env{t: t, ctx: ctx, cfg: cfg, clock: clockwork.NewFakeClockAt(time.Now()), reg: prometheus.NewRegistry(),
 		kafka: kafkaio.Settings{Bootstrap: bootstrap}, agents: map[string]*inbox{}}
 	var opts []schemas.CodecOption
@@ -113,12 +119,7 @@ func newEnv(t *testing.T, bootstrap string, avro bool) *env {
 		t.Fatal(err)
 	}
 
-	var specs []kafkaio.TopicSpec
-	for _, name := range []string{cfg.Topics.Requests, cfg.Topics.Responses, cfg.Topics.Results, cfg.Topics.Timeouts, cfg.Topics.DeadLetter,
-		cfg.Agents["echo"].Topic, cfg.Agents["slow"].Topic, cfg.Agents["plain"].Topic} {
-		specs = append(specs, kafkaio.TopicSpec{Name: name, Partitions: cfg.Topics.Partitions, ReplicationFactor: 1})
-	}
-	if _, err := kafkaio.CreateTopics(ctx, e.kafka, specs); err != nil {
+	if _, err := kafkaio.EnsureTopics(ctx, e.kafka, cfg.TopicPlans(), true); err != nil {
 		t.Fatal(err)
 	}
 	if e.pub, err = kafkaio.NewProducer(e.kafka); err != nil {
@@ -136,11 +137,7 @@ func newEnv(t *testing.T, bootstrap string, avro bool) *env {
 		e.agents[name] = e.read(rctx, &wg, a.Topic)
 	}
 
-	src, err := kafkaio.NewSource(e.kafka, cfg.Kafka.GroupID, []string{cfg.Topics.Requests, cfg.Topics.Responses})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink, err := kafkaio.NewSink(e.kafka, 5*time.Second)
+	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, e.kafka, cfg, e.codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +145,10 @@ func newEnv(t *testing.T, bootstrap string, avro bool) *env {
 	if os.Getenv("SWITCHBOARD_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	r, err := router.New(cfg, e.codec, src, sink, router.WithClock(e.clock), router.WithRegisterer(e.reg), router.WithLogger(log))
+	// Deadlines run on the fake clock; exactly_once commits on real time.
+	ropts = append(ropts, router.WithClock(e.clock), router.WithCommitClock(clockwork.NewRealClock()),
+		router.WithRegisterer(e.reg), router.WithLogger(log))
+	r, err := router.New(cfg, e.codec, src, sink, ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}

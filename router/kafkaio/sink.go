@@ -64,6 +64,9 @@ func (k *Sink) Produce(o *router.Output, opaque any) error {
 		Value:          o.Value,
 		Opaque:         opaque,
 	}
+	if o.Partition != nil {
+		msg.TopicPartition.Partition = *o.Partition
+	}
 	if len(o.Headers) > 0 {
 		msg.Headers = make([]kafka.Header, len(o.Headers))
 		for i, h := range o.Headers {

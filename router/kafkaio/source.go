@@ -13,23 +13,38 @@ import (
 // assignor so that the same partition number of both topics goes to the same
 // instance.
 type Source struct {
-	c      *kafka.Consumer
-	queued []any // rebalance events raised inside Poll, returned by the next Polls
+	c        *kafka.Consumer
+	queued   []any // rebalance events raised inside Poll, returned by the next Polls
+	onRevoke func([]router.TopicPartition)
 }
 
 var _ router.Source = (*Source)(nil)
 
+// SourceOptions are the router's choices for its consumer.
+type SourceOptions struct {
+	// InstanceID, when set, is the consumer's group.instance.id: static
+	// membership, so a restarted instance gets its partitions back at once.
+	InstanceID string
+	// Transactional: offsets are committed by a transactional producer
+	// (exactly_once), never by the consumer.
+	Transactional bool
+}
+
 // NewSource joins groupID and subscribes to topics.
-func NewSource(s Settings, groupID string, topics []string) (*Source, error) {
-	cm, err := s.configMap(kafka.ConfigMap{
+func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*Source, error) {
+	owned := kafka.ConfigMap{
 		"group.id":                      groupID,
 		"partition.assignment.strategy": "range",
-		"enable.auto.commit":            true,
+		"enable.auto.commit":            !o.Transactional,
 		"enable.auto.offset.store":      false,
 		"auto.offset.reset":             "earliest",
 		"isolation.level":               "read_committed",
-		"enable.partition.eof":          false,
-	})
+		"enable.partition.eof":          true,
+	}
+	if o.InstanceID != "" {
+		owned["group.instance.id"] = o.InstanceID
+	}
+	cm, err := s.configMap(owned)
 	if err != nil {
 		return nil, err
 	}
@@ -52,10 +67,50 @@ func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	case kafka.AssignedPartitions:
 		s.queued = append(s.queued, router.Assigned(fromKafka(e.Partitions)))
 	case kafka.RevokedPartitions:
-		s.queued = append(s.queued, router.Revoked(fromKafka(e.Partitions)))
+		tps := fromKafka(e.Partitions)
+		if s.onRevoke != nil {
+			s.onRevoke(tps) // before the partitions are given up
+		}
+		s.queued = append(s.queued, router.Revoked(tps))
 	}
 	return nil
 }
+
+// OnRevoke implements router.Source.
+func (s *Source) OnRevoke(f func([]router.TopicPartition)) { s.onRevoke = f }
+
+// Committed implements router.Source.
+func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
+	res, err := s.c.Committed(toKafka(tps), 10000)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: reading committed offsets: %w", err)
+	}
+	out := make(map[router.TopicPartition]int64, len(res))
+	for _, p := range res {
+		if p.Offset >= 0 {
+			out[router.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = int64(p.Offset)
+		}
+	}
+	return out, nil
+}
+
+// Seek implements router.Source. When it returns, no record fetched before
+// it will be returned by Poll.
+func (s *Source) Seek(tp router.TopicPartition, offset int64) error {
+	res, err := s.c.SeekPartitions([]kafka.TopicPartition{{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(offset)}})
+	if err != nil {
+		return fmt.Errorf("kafkaio: seeking %s[%d] to %d: %w", tp.Topic, tp.Partition, offset, err)
+	}
+	for _, p := range res {
+		if p.Error != nil {
+			return fmt.Errorf("kafkaio: seeking %s[%d] to %d: %w", tp.Topic, tp.Partition, offset, p.Error)
+		}
+	}
+	return nil
+}
+
+// GroupMetadata implements router.Source.
+func (s *Source) GroupMetadata() (any, error) { return s.c.GetConsumerGroupMetadata() }
 
 // Poll implements router.Source.
 func (s *Source) Poll(timeoutMs int) any {
@@ -84,6 +139,10 @@ func (s *Source) Poll(timeoutMs int) any {
 			}
 		}
 		return rec
+	case kafka.PartitionEOF:
+		if e.Topic != nil {
+			return router.EndOfPartition{Topic: *e.Topic, Partition: e.Partition}
+		}
 	case kafka.Error:
 		if e.IsFatal() {
 			return &router.FatalError{Err: e}

@@ -40,14 +40,16 @@ func (c *changes) signal() {
 // Source is an in-memory router.Source: tests Push records and rebalance
 // events, and read back what the router stored and paused.
 type Source struct {
-	clock   clockwork.Clock
-	mu      sync.Mutex
-	queue   []any
-	stored  map[router.TopicPartition]int64
-	paused  map[router.TopicPartition]bool
-	closed  bool
-	pushed  changes
-	updated changes
+	clock    clockwork.Clock
+	mu       sync.Mutex
+	queue    []any
+	onRevoke func([]router.TopicPartition)
+	seeks    []router.TopicPartition
+	stored   map[router.TopicPartition]int64
+	paused   map[router.TopicPartition]bool
+	closed   bool
+	pushed   changes
+	updated  changes
 }
 
 var _ router.Source = (*Source)(nil)
@@ -66,7 +68,8 @@ func (s *Source) Push(evs ...any) {
 	s.pushed.signal()
 }
 
-// Poll implements router.Source.
+// Poll implements router.Source. A Revoked event runs the revoke hook
+// before Poll returns it, as a Kafka client's rebalance does.
 func (s *Source) Poll(timeoutMs int) any {
 	deadline := s.clock.After(time.Duration(timeoutMs) * time.Millisecond)
 	for {
@@ -75,7 +78,11 @@ func (s *Source) Poll(timeoutMs int) any {
 		if len(s.queue) > 0 {
 			ev := s.queue[0]
 			s.queue = s.queue[1:]
+			hook := s.onRevoke
 			s.mu.Unlock()
+			if rv, ok := ev.(router.Revoked); ok && hook != nil {
+				hook(rv)
+			}
 			return ev
 		}
 		s.mu.Unlock()
@@ -86,6 +93,47 @@ func (s *Source) Poll(timeoutMs int) any {
 		}
 	}
 }
+
+// OnRevoke implements router.Source.
+func (s *Source) OnRevoke(f func([]router.TopicPartition)) {
+	s.mu.Lock()
+	s.onRevoke = f
+	s.mu.Unlock()
+}
+
+// Committed implements router.Source: what StoreOffset stored (as if
+// committed at once) or a TxSink committed.
+func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[router.TopicPartition]int64{}
+	for _, tp := range tps {
+		if v, ok := s.stored[tp]; ok {
+			out[tp] = v
+		}
+	}
+	return out, nil
+}
+
+// Seek implements router.Source; it only records the call: tests push the
+// records a real consumer would read again.
+func (s *Source) Seek(tp router.TopicPartition, _ int64) error {
+	s.mu.Lock()
+	s.seeks = append(s.seeks, tp)
+	s.mu.Unlock()
+	s.updated.signal()
+	return nil
+}
+
+// Seeks returns how many Seek calls were made.
+func (s *Source) Seeks() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seeks)
+}
+
+// GroupMetadata implements router.Source.
+func (s *Source) GroupMetadata() (any, error) { return "routertest-group", nil }
 
 // StoreOffset implements router.Source.
 func (s *Source) StoreOffset(tp router.TopicPartition, next int64) error {

@@ -1,0 +1,185 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// OffsetBeginning asks Seek for a partition's first offset.
+const OffsetBeginning int64 = -2
+
+// poll is the poll goroutine. It never blocks on the event loop: when the
+// loop's queue is full it keeps a backlog and pauses its partitions until the
+// backlog drains, so max.poll.interval.ms never evicts the instance. It also
+// restores the pending intents of partitions it is assigned before any of
+// their records reach the loop, and rewinds to the committed offsets when the
+// loop asks (after an aborted transaction).
+func (r *Router) poll(ctx context.Context) error {
+	var (
+		backlog  []any
+		assigned = map[TopicPartition]bool{}
+		paused   = map[TopicPartition]bool{}
+	)
+	send := func(ev any) {
+		if len(backlog) == 0 {
+			select {
+			case r.events <- ev:
+				return
+			default:
+			}
+		}
+		backlog = append(backlog, ev)
+	}
+	for ctx.Err() == nil {
+		select {
+		case <-r.rewinds:
+			backlog = backlog[:0]
+			tps := make([]TopicPartition, 0, len(assigned))
+			for tp := range assigned {
+				tps = append(tps, tp)
+			}
+			rs, err := r.takeOver(ctx, tps, true)
+			if err != nil {
+				return err
+			}
+			send(rs)
+		default:
+		}
+		for len(backlog) > 0 {
+			select {
+			case r.events <- backlog[0]:
+				backlog[0] = nil
+				backlog = backlog[1:]
+				continue
+			default:
+			}
+			break
+		}
+		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load())
+
+		ev := r.src.Poll(100)
+		switch e := ev.(type) {
+		case nil:
+			continue
+		case error:
+			var fatal *FatalError
+			if errors.As(e, &fatal) {
+				return e
+			}
+			r.opts.log.Warn("kafka consumer", "error", e)
+			continue
+		case Assigned:
+			for _, tp := range e {
+				assigned[tp] = true
+			}
+			rs, err := r.takeOver(ctx, e, false)
+			if err != nil {
+				return err
+			}
+			ev = rs
+		case Revoked:
+			for _, tp := range e {
+				delete(assigned, tp)
+				delete(paused, tp)
+			}
+			continue // the loop already handled it, in the revoke hook
+		}
+		send(ev)
+	}
+	return nil
+}
+
+// takeOver reads what the loop needs to own partitions: their committed
+// offsets and the pending intents of the requests partitions. On a rewind it
+// first seeks every partition back to its committed offset. It retries while
+// the cluster is unavailable, until ctx ends.
+func (r *Router) takeOver(ctx context.Context, tps []TopicPartition, rewind bool) (*restored, error) {
+	start := r.opts.clock.Now()
+	rs := &restored{tps: tps, rewind: rewind}
+	var parts []int32
+	for _, tp := range tps {
+		if tp.Topic == r.cfg.Topics.Requests {
+			parts = append(parts, tp.Partition)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := r.tryTakeOver(ctx, rs, parts)
+		if err == nil {
+			break
+		}
+		r.opts.log.Warn("taking over partitions: will retry", "error", err, "attempt", attempt+1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.opts.clock.After(backoff(attempt)):
+		}
+	}
+	rs.took = r.opts.clock.Since(start)
+	return rs, nil
+}
+
+func (r *Router) tryTakeOver(ctx context.Context, rs *restored, parts []int32) error {
+	committed, err := r.src.Committed(rs.tps)
+	if err != nil {
+		return err
+	}
+	rs.committed = committed
+	if rs.rewind {
+		for _, tp := range rs.tps {
+			off, ok := committed[tp]
+			if !ok {
+				off = OffsetBeginning
+			}
+			if err := r.src.Seek(tp, off); err != nil {
+				return err
+			}
+		}
+	}
+	if r.opts.restorer != nil && len(parts) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		pending, err := r.opts.restorer.Restore(rctx, parts)
+		if err != nil {
+			return err
+		}
+		rs.pending = pending
+	}
+	return nil
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 5)
+	return min(d, 5*time.Second)
+}
+
+// applyPause pauses every assigned partition while the loop is behind, only
+// the requests partitions while the pending table is full (responses must keep
+// flowing to resolve intents), and resumes the rest.
+func (r *Router) applyPause(assigned, paused map[TopicPartition]bool, behind, full bool) {
+	var pause, resume []TopicPartition
+	for tp := range assigned {
+		want := behind || (full && tp.Topic == r.cfg.Topics.Requests)
+		if want && !paused[tp] {
+			pause = append(pause, tp)
+			paused[tp] = true
+		} else if !want && paused[tp] {
+			resume = append(resume, tp)
+			delete(paused, tp)
+		}
+	}
+	if len(pause) > 0 {
+		if err := r.src.Pause(pause); err != nil {
+			r.opts.log.Warn("pausing partitions", "error", err)
+		}
+		r.m.paused.Set(1)
+	}
+	if len(resume) > 0 {
+		if err := r.src.Resume(resume); err != nil {
+			r.opts.log.Warn("resuming partitions", "error", err)
+		}
+		if len(paused) == 0 {
+			r.m.paused.Set(0)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/routertest"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// stop shuts a harness's router down, as an instance leaving would.
+func (h *harness) stop() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.r.Shutdown(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) changelog() *routertest.Restorer {
+	return &routertest.Restorer{Sink: h.sink, Codec: h.codec, Topic: pendingT, Partitions: 1}
+}
+
+func TestTakeOverRestoresPendingIntents(t *testing.T) { both(t, testTakeOverRestoresPendingIntents) }
+
+func testTakeOverRestoresPendingIntents(t *testing.T, delivery string) {
+	a := start(t, testConfig, delivery)
+	a.request("f-1", "fraud_check", `{"amount":1}`)
+	a.request("e-1", "echo", `{"q":1}`)
+	a.wait(pendingT, 2)
+	a.stop()
+
+	// Another instance takes the partition over, at the same moment.
+	b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))
+	b.settle()
+	b.advance(299 * time.Millisecond)
+	b.settle()
+	if n := b.sink.Count(results); n != 0 {
+		t.Fatalf("%d results before the original deadline", n)
+	}
+	b.advance(2 * time.Millisecond)
+	res := b.result(1)
+	if res.IntentID != "f-1" || res.Outcome != schemas.OutcomeFallbackStatic {
+		t.Fatalf("restored timer: %+v", res)
+	}
+	if res.Timeline.DispatchedAt == nil || res.Timeline.Deadline != t0.Add(300*time.Millisecond).UnixMilli() {
+		t.Fatalf("the restored intent lost its timeline: %+v", res.Timeline)
+	}
+	b.answer("e-1", "echo", `{"ok":true}`)
+	if res := b.result(2); res.IntentID != "e-1" || res.Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("restored intent not paired: %+v", res)
+	}
+	if tomb := b.wait(pendingT, 2); tomb.Value != nil {
+		t.Fatalf("no tombstone after resolving a restored intent: %+v", tomb)
+	}
+	if got := b.counter("switchboard_intents_restored_total"); got != 2 {
+		t.Fatalf("restored metric = %v", got)
+	}
+}
+
+// TestExpiredWhileUnownedWaitsForTheResponses: intents whose deadline passed
+// while no instance owned their partition are answered if their agent
+// answered in time, and time out once the responses read show it did not.
+func TestExpiredWhileUnownedWaitsForTheResponses(t *testing.T) {
+	both(t, func(t *testing.T, delivery string) {
+		a := start(t, testConfig, delivery)
+		a.request("f-1", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-1") })
+		a.request("f-2", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-2") })
+		a.wait(pendingT, 2)
+		a.stop()
+
+		// Both deadlines passed while nobody owned the partition.
+		b := startAt(t, t0.Add(time.Second), testConfig, delivery, router.WithRestorer(a.changelog()))
+		b.settle()
+		b.advance(time.Millisecond)
+		b.settle()
+		if n := b.sink.Count(results); n != 0 {
+			t.Fatalf("%d results before the responses were read", n)
+		}
+		ans := schemas.JSON(`{"decision":"approve"}`)
+		b.push(responses, "f-1", &schemas.AgentResponse{RequestID: "f-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans}, t0.Add(100*time.Millisecond))
+		if res := b.result(1); res.IntentID != "f-1" || res.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("an answer given in time was not used: %+v", res)
+		}
+		b.src.Push(router.EndOfPartition{Topic: responses, Partition: 0})
+		res := b.result(2)
+		if res.IntentID != "f-2" || res.Outcome != schemas.OutcomeFallbackStatic {
+			t.Fatalf("unanswered intent: %+v", res)
+		}
+		var to schemas.IntentTimeout
+		if err := b.codec.Decode(b.wait(timeoutsT, 1).Value, &to); err != nil || to.IntentID != "f-2" {
+			t.Fatalf("timeout event %+v %v", to, err)
+		}
+		if n := b.sink.Count(timeoutsT); n != 1 {
+			t.Fatalf("%d timeout events", n)
+		}
+	})
+}
+
+func TestAbortedTransactionIsRedone(t *testing.T) {
+	h := start(t, testConfig, config.ExactlyOnce)
+	h.tx.FailCommits(&router.TxnError{Err: errors.New("coordinator moved"), Abortable: true})
+	h.request("x-1", "echo", `{}`)
+	// The router aborts and rewinds to the committed offsets; Kafka then
+	// delivers the request again, which this test plays by pushing it again.
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Seeks() > 0 }); err != nil {
+		t.Fatal("no rewind after an aborted transaction")
+	}
+	h.offset[requests] = 0
+	h.request("x-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.settle()
+	if n := h.sink.Count(echoTopic); n != 1 {
+		t.Fatalf("%d dispatches visible after an abort and a redo", n)
+	}
+	if _, aborts, _ := h.tx.Counts(); aborts != 1 {
+		t.Fatalf("aborts = %d", aborts)
+	}
+	h.answer("x-1", "echo", `{}`)
+	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("result %+v", res)
+	}
+	if got := h.counter("switchboard_transactions_total", "result", "aborted"); got != 1 {
+		t.Fatalf("aborted transactions metric = %v", got)
+	}
+}
+
+func TestFatalTransactionErrorReplacesTheProducer(t *testing.T) {
+	h := start(t, testConfig, config.ExactlyOnce)
+	h.tx.FailCommits(&router.TxnError{Err: errors.New("fenced"), Fatal: true})
+	h.request("z-1", "echo", `{}`)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Seeks() > 0 }); err != nil {
+		t.Fatal("no rewind after a fatal transaction error")
+	}
+	if _, _, resets := h.tx.Counts(); resets != 1 {
+		t.Fatalf("resets = %d", resets)
+	}
+}
+
+func TestMisroutedRecordsAreMoved(t *testing.T) {
+	both(t, func(t *testing.T, delivery string) {
+		h := start(t, strings.Replace(testConfig, "partitions: 1", "partitions: 4", 1), delivery)
+		// A key whose murmur2 partition among 4 is not 0.
+		key := ""
+		for i := 0; key == ""; i++ {
+			if k := "m-" + string(rune('a'+i)); router.PartitionFor([]byte(k), 4) != 0 {
+				key = k
+			}
+		}
+		h.request(key, "echo", `{}`) // pushed to partition 0, as kcat's default partitioner might
+		moved := h.wait(requests, 1)
+		if moved.Partition == nil || *moved.Partition != router.PartitionFor([]byte(key), 4) || !hasHeader(moved, router.HeaderMovedFrom, "0") {
+			t.Fatalf("moved record %+v", moved)
+		}
+		h.settle()
+		if n := h.sink.Count(echoTopic); n != 0 {
+			t.Fatal("a misrouted request was dispatched by an instance that does not own it")
+		}
+		if got := h.counter("switchboard_records_moved_total"); got != 1 {
+			t.Fatalf("moved metric = %v", got)
+		}
+	})
+}
+
+func TestFallbackFeedWarmsTheCache(t *testing.T) {
+	feed := func(ctx context.Context, apply func(*schemas.FallbackAnswer)) error {
+		apply(&schemas.FallbackAnswer{IntentType: "fraud_check", CacheKey: "user-9", Answer: `{"warm":true}`, AnsweredAt: t0.UnixMilli()})
+		<-ctx.Done()
+		return nil
+	}
+	h := start(t, testConfig, config.ExactlyOnce, router.WithFallbackFeed(feed))
+	for i := 0; h.counter("switchboard_fallback_cache_entries") != 1; i++ {
+		if i == 1000 {
+			t.Fatal("the fed answer never reached the cache")
+		}
+		h.advance(time.Millisecond) // a tick refreshes the gauge
+		h.settle()
+	}
+	h.request("w-1", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("user-9") })
+	h.wait(slowTopic, 1)
+	h.advance(400 * time.Millisecond)
+	if res := h.result(1); res.Outcome != schemas.OutcomeFallbackCache || string(*res.Answer) != `{"warm":true}` {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestAnswersAreSharedThroughTheFallbackTopic(t *testing.T) {
+	h := start(t, testConfig, config.ExactlyOnce)
+	h.request("s-1", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("user-3") })
+	h.wait(slowTopic, 1)
+	h.answer("s-1", "slow", `{"decision":"approve"}`)
+	out := h.wait(config.DefaultFallback, 1)
+	var fa schemas.FallbackAnswer
+	if err := h.codec.Decode(out.Value, &fa); err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Key) != "fraud_check/user-3" || string(fa.Answer) != `{"decision":"approve"}` {
+		t.Fatalf("fallback record %s %+v", out.Key, fa)
+	}
+	_ = math.MaxInt64
+}
