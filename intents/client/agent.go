@@ -23,9 +23,9 @@ import (
 // Switchboard's timeout and fallback.
 type Handler func(ctx context.Context, req *schemas.AgentRequest) (schemas.JSON, error)
 
-// ErrNoAnswer, returned by a Handler, tells the Agent to send no response at
-// all, as an agent that crashed or lost the request would: Switchboard then
-// times the intent out and answers with its fallback.
+// ErrNoAnswer is what a Handler returns to send no response at all, as an
+// agent that crashed or lost the request would: Switchboard then times the
+// intent out and answers with its fallback.
 var ErrNoAnswer = errors.New("client: no answer")
 
 // AgentConfig says which topics an agent serves and answers on.
