@@ -311,18 +311,20 @@ func runChaos(t *testing.T, bin, bootstrap string, o chaosOptions, v chaosVarian
 		}
 	}
 	for _, r := range routers {
-		if err := r.waitLog(vctx, "switchboard serving", time.Minute); err != nil {
+		if err := r.waitLog(vctx, time.Minute, "switchboard serving"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := agent.start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.waitLog(vctx, "demo agent running", time.Minute); err != nil {
+	if err := agent.waitLog(vctx, time.Minute, "demo agent running"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range routers {
-		if err := r.waitLog(vctx, "partitions assigned", time.Minute); err != nil {
+		// Each router in the group: the at_least_once and the exactly_once
+		// router say it in their own words.
+		if err := r.waitLog(vctx, time.Minute, "partitions taken over", "partitions assigned"); err != nil {
 			t.Fatal(err)
 		}
 	}

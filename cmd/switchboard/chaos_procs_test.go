@@ -138,26 +138,35 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// waitLog waits until the current incarnation's log contains line, and fails
-// if the process exits first or the wait outlasts within.
-func (p *proc) waitLog(ctx context.Context, line string, within time.Duration) error {
+// waitLog waits until the current incarnation's log contains one of lines,
+// and fails if the process exits first or the wait outlasts within.
+func (p *proc) waitLog(ctx context.Context, within time.Duration, lines ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	logged := func() bool {
+		log := p.current()
+		for _, l := range lines {
+			if strings.Contains(log, l) {
+				return true
+			}
+		}
+		return false
+	}
 	for {
-		if strings.Contains(p.current(), line) {
+		if logged() {
 			return nil
 		}
 		if !p.running() {
-			if strings.Contains(p.current(), line) {
+			if logged() {
 				return nil
 			}
-			return fmt.Errorf("%s exited (%v) before logging %q; its log:\n%s", p.name, p.exitErr, line, p.tail(30))
+			return fmt.Errorf("%s exited (%v) before logging %q; its log:\n%s", p.name, p.exitErr, lines, p.tail(30))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not log %q within %s; its log:\n%s", p.name, line, within, p.tail(30))
+			return fmt.Errorf("%s did not log %q within %s; its log:\n%s", p.name, lines, within, p.tail(30))
 		case <-tick.C:
 		}
 	}
