@@ -256,7 +256,7 @@ func TestPanicBecomesA500JSONError(t *testing.T) {
 }
 
 func TestHealthReadinessAndMetrics(t *testing.T) {
-	var notReady error = errors.New("kafka: no brokers reachable")
+	notReady := errors.New("kafka: no brokers reachable")
 	ready := make(chan error, 1)
 	ready <- notReady
 	h := newHarness(t, withOption(api.WithReadiness(func() error {
@@ -275,7 +275,9 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	if !strings.Contains(string(body), "no brokers reachable") {
 		t.Fatalf("readyz does not say why: %s", body)
 	}
-	<-ready
+	if prev := <-ready; prev == nil {
+		t.Fatal("readiness was not the error the test set")
+	}
 	ready <- nil
 	resp, body = h.do("GET", "/readyz", "")
 	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"status":"ready"}` {

@@ -220,7 +220,9 @@ func (s *Server) Run(ctx context.Context) error {
 		sctx, cancel := clockwork.WithTimeout(context.Background(), s.clock, s.cfg.ShutdownTimeout)
 		defer cancel()
 		err := s.Shutdown(sctx)
-		<-served
+		if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = fmt.Errorf("api: serve: %w", serr)
+		}
 		return err
 	}
 }

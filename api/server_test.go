@@ -68,7 +68,7 @@ func newRunServer(t *testing.T, clock clockwork.Clock) *api.Server {
 	return srv
 }
 
-func startRun(t *testing.T, ctx context.Context, srv *api.Server) <-chan error {
+func startRun(ctx context.Context, t *testing.T, srv *api.Server) <-chan error {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Run(ctx) }()
@@ -103,7 +103,7 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 		t.Fatal("Addr before Run")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := startRun(t, ctx, srv)
+	errc := startRun(ctx, t, srv)
 	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") || strings.HasSuffix(srv.Addr(), ":0") {
 		t.Fatalf("Addr = %q", srv.Addr())
 	}
@@ -122,7 +122,7 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 
 func TestRunReturnsNilAfterShutdown(t *testing.T) {
 	srv := newRunServer(t, clockwork.NewRealClock())
-	errc := startRun(t, context.Background(), srv)
+	errc := startRun(context.Background(), t, srv)
 	getHealthz(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

@@ -84,10 +84,10 @@ func TestNewIDIsAVersion7UUIDOrderedByTime(t *testing.T) {
 	if len(a) != 36 || a[14] != '7' || !strings.ContainsAny(a[19:20], "89ab") {
 		t.Fatalf("not a v7 UUID: %s", a)
 	}
-	if !(a < b) {
+	if a >= b {
 		t.Fatalf("ids not ordered by time: %s >= %s", a, b)
 	}
-	if intents.NewID() == intents.NewID() {
+	if a, b := intents.NewID(), intents.NewID(); a == b {
 		t.Fatal("two ids are equal")
 	}
 	if err := intents.Validate(&schemas.IntentRequest{IntentID: intents.NewID(), IntentType: "echo", Payload: "{}"}); err != nil {

@@ -67,5 +67,3 @@ func (w *resolvedWindow) rotate(nowMs int64) {
 		w.commit()
 	}
 }
-
-func (w *resolvedWindow) len() int { return len(w.cur) + len(w.prev) }

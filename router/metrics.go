@@ -105,9 +105,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
+	for _, c := range []prometheus.Collector{
+		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds} {
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds,
+	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -127,10 +127,12 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	if cfg == nil || codec == nil || src == nil || sink == nil {
 		return nil, ErrMissingDependency
 	}
-	r := &Router{cfg: cfg, src: src, sink: sink, opts: o,
+	r := &Router{
+		cfg: cfg, src: src, sink: sink, opts: o,
 		events: make(chan any, o.queue), revokes: make(chan revokeReq), rewinds: make(chan struct{}, 1),
 		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
-		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions)}
+		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions),
+	}
 	if cfg.Router.Delivery == config.ExactlyOnce {
 		tx, ok := sink.(TxSink)
 		if !ok {

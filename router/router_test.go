@@ -98,8 +98,10 @@ func startAt(t *testing.T, at time.Time, yaml, delivery string, opts ...router.O
 		h.sink = routertest.NewSink()
 		sink = h.sink
 	}
-	opts = append([]router.Option{router.WithClock(h.clock), router.WithCommitClock(clockwork.NewRealClock()), router.WithRegisterer(h.reg),
-		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
+	opts = append([]router.Option{
+		router.WithClock(h.clock), router.WithCommitClock(clockwork.NewRealClock()), router.WithRegisterer(h.reg),
+		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, opts...)
 	h.r, err = router.New(cfg, codec, h.src, sink, opts...)
 	if err != nil {
 		t.Fatal(err)

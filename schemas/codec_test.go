@@ -5,15 +5,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
-
-	"fmt"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
-	"reflect"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 func TestRoundTrip(t *testing.T) {

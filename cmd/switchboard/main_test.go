@@ -177,7 +177,7 @@ func TestDevEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
+	defer func() { _ = ws.Close() }()
 	if err := ws.WriteJSON(map[string]any{"subscribe": map[string]any{"intent_ids": []string{posted.IntentID}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestDevEndToEnd(t *testing.T) {
 		}
 	}
 	_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
-	ws.Close()
+	_ = ws.Close()
 
 	cancel()
 	if code := <-done; code != 0 {

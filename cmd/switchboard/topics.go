@@ -33,8 +33,10 @@ alters an existing topic.
 	}
 	verb := args[0]
 	fs := newFlags("topics "+verb, "--config FILE", `
-`+map[string]string{"create": "Create every topic the configuration uses that does not exist yet, with the\npartitions, replication factor, cleanup policy, retention and\nmax.message.bytes of its topics section, and report each topic.",
-		"check": "Compare every topic the configuration uses with the cluster, and report each\ntopic as matched, missing or conflict."}[verb], `  switchboard topics `+verb+` --config deploy/examples/switchboard.yaml`, stderr)
+`+map[string]string{
+		"create": "Create every topic the configuration uses that does not exist yet, with the\npartitions, replication factor, cleanup policy, retention and\nmax.message.bytes of its topics section, and report each topic.",
+		"check":  "Compare every topic the configuration uses with the cluster, and report each\ntopic as matched, missing or conflict.",
+	}[verb], `  switchboard topics `+verb+` --config deploy/examples/switchboard.yaml`, stderr)
 	c := connFlags(fs)
 	if err := parse(fs, args[1:]); err != nil {
 		return err

@@ -14,10 +14,9 @@ import (
 
 // Publisher publishes intent requests. It is safe for concurrent use.
 type Publisher struct {
-	p      *kafkaio.Producer
-	codec  *schemas.Codec
-	topic  string
-	closed bool
+	p     *kafkaio.Producer
+	codec *schemas.Codec
+	topic string
 }
 
 // NewPublisher publishes to the requests topic of the cluster s reaches.

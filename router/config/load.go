@@ -248,9 +248,14 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	}
 	topics := map[string]string{}
 	for _, t := range []struct{ key, v string }{
-		{"requests", c.Topics.Requests}, {"responses", c.Topics.Responses}, {"timeouts", c.Topics.Timeouts},
-		{"results", c.Topics.Results}, {"dead_letter", c.Topics.DeadLetter}, {"pending", c.Topics.Pending},
-		{"fallback_cache", c.Topics.FallbackCache}, {"context_snapshots", c.Topics.ContextSnapshots},
+		{"requests", c.Topics.Requests},
+		{"responses", c.Topics.Responses},
+		{"timeouts", c.Topics.Timeouts},
+		{"results", c.Topics.Results},
+		{"dead_letter", c.Topics.DeadLetter},
+		{"pending", c.Topics.Pending},
+		{"fallback_cache", c.Topics.FallbackCache},
+		{"context_snapshots", c.Topics.ContextSnapshots},
 	} {
 		if other, dup := topics[t.v]; dup {
 			add(fmt.Sprintf("topic %q is also topics.%s: each role needs its own topic", t.v, other), "topics", t.key)
@@ -379,8 +384,10 @@ func lineOf(root *yaml.Node, path ...string) int {
 	return line
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
-var unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type`)
+var (
+	yamlLineRE     = regexp.MustCompile(`line (\d+): (.*)`)
+	unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type`)
+)
 
 // yamlError turns yaml.v3's messages ("line 3: field bogus not found in type
 // config.Kafka") into ours ("switchboard.yaml:3: kafka.bogus: unknown key").

@@ -36,8 +36,10 @@ func (p TopicPlan) Configs() map[string]string {
 func (c *Config) TopicPlans() []TopicPlan {
 	t := c.Topics
 	base := func(name, role string, keyed, compact bool) TopicPlan {
-		p := TopicPlan{Name: name, Role: role, IntentKeyed: keyed, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor,
-			Compact: compact, RetentionMs: t.Retention.D().Milliseconds(), MaxMessageBytes: t.MaxMessageBytes}
+		p := TopicPlan{
+			Name: name, Role: role, IntentKeyed: keyed, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor,
+			Compact: compact, RetentionMs: t.Retention.D().Milliseconds(), MaxMessageBytes: t.MaxMessageBytes,
+		}
 		if o := t.Overrides[name]; o != nil {
 			if o.Partitions > 0 {
 				p.Partitions = o.Partitions
@@ -94,8 +96,10 @@ func (c *Config) validateOverrides(root *yaml.Node) Errors {
 			continue
 		}
 		if p.IntentKeyed && o.Partitions > 0 && o.Partitions != c.Topics.Partitions {
-			errs = append(errs, &Error{File: c.file, Line: lineOf(root, append(path, "partitions")...), Key: "topics.overrides." + name + ".partitions",
-				Msg: fmt.Sprintf("%s is intent-keyed: it must have topics.partitions (%d) partitions like the other intent-keyed topics, so that requests and responses are co-partitioned", name, c.Topics.Partitions)})
+			errs = append(errs, &Error{
+				File: c.file, Line: lineOf(root, append(path, "partitions")...), Key: "topics.overrides." + name + ".partitions",
+				Msg: fmt.Sprintf("%s is intent-keyed: it must have topics.partitions (%d) partitions like the other intent-keyed topics, so that requests and responses are co-partitioned", name, c.Topics.Partitions),
+			})
 		}
 	}
 	return errs

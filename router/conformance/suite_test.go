@@ -103,8 +103,10 @@ func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
 	}
 	cfg.Kafka.BootstrapServers = bootstrap
 	cfg.Router.Delivery = delivery
-	e := &env{t: t, ctx: ctx, cfg: cfg, clock: clockwork.NewFakeClockAt(time.Now()), reg: prometheus.NewRegistry(),
-		kafka: kafkaio.Settings{Bootstrap: bootstrap}, agents: map[string]*inbox{}}
+	e := &env{
+		t: t, ctx: ctx, cfg: cfg, clock: clockwork.NewFakeClockAt(time.Now()), reg: prometheus.NewRegistry(),
+		kafka: kafkaio.Settings{Bootstrap: bootstrap}, agents: map[string]*inbox{},
+	}
 	var opts []schemas.CodecOption
 	if avro {
 		fake := srfake.New()

@@ -86,7 +86,7 @@ func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32
 	if err != nil {
 		return fmt.Errorf("kafkaio: creating the restore consumer: %w", err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 	md, err := c.GetMetadata(&topic, false, 10000)
 	if err != nil {
 		return fmt.Errorf("kafkaio: reading metadata of %s: %w", topic, err)

@@ -20,8 +20,7 @@ type TxSink struct {
 	settings Settings
 	txID     string
 
-	mu     sync.Mutex // guards p across Reset
-	p      *kafka.Producer
+	p      *kafka.Producer // replaced by Reset, from the event loop only
 	wg     sync.WaitGroup
 	acks   chan router.Ack
 	failed atomic.Int64
