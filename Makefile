@@ -13,6 +13,9 @@ export KAFKA_PORT
 # The integration run takes -run from INTEGRATION_RUN when it is set (e.g. 'Kafka|Conformance').
 INTEGRATION_RUN ?=
 GOLANGCI_LINT_VERSION := v2.15.0
+# The integration run is verbose so that CI logs name every test and show the chaos and
+# black-box counts; this keeps the lines worth reading (results, failures, counts).
+INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
 
 .PHONY: all build test test-integration check kafka-up kafka-down kafka-status lint lint-tools bench
@@ -29,10 +32,10 @@ test:
 # is already running on KAFKA_PORT, which it then leaves running), runs the tests and stops
 # the broker it started whatever the tests did; the exit code is the tests'.
 test-integration:
-	@run=( $(GO) test -race -count=1 -tags integration -p 1 $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./... ); \
+	@run=( $(GO) test -v -race -count=1 -tags integration -p 1 $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./... ); \
 	if [[ -n $${KAFKA_BOOTSTRAP:-} ]]; then \
 		echo "test-integration: against KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
-		echo "$${run[*]}"; "$${run[@]}"; exit; \
+		echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER); exit; \
 	fi; \
 	rc=0; $(KAFKA_SH) status 2>/dev/null || rc=$$?; \
 	if [[ $$rc == 3 ]]; then \
@@ -44,7 +47,7 @@ test-integration:
 	$(KAFKA_SH) up >/dev/null; \
 	export KAFKA_BOOTSTRAP=127.0.0.1:$(KAFKA_PORT); \
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
-	echo "$${run[*]}"; "$${run[@]}"
+	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
 check: test test-integration
 
