@@ -3,21 +3,27 @@ package router
 import "github.com/switchboard-mcp/switchboard/schemas"
 
 // resolvedEntry remembers an intent after it resolved: enough to ignore a
-// duplicate request or response, and to let a late answer refresh the
-// fallback cache.
+// duplicate request or response, to let a late answer refresh the fallback
+// cache, and to tombstone its changelog record when it is forgotten.
 type resolvedEntry struct {
-	route    *route
-	cacheKey string
-	outcome  schemas.Outcome
+	route     *route
+	cacheKey  string
+	outcome   schemas.Outcome
+	partition int32
+	persisted bool // the changelog holds a resolved record for it
 }
 
-// resolvedWindow remembers resolved intents for at least window and at most
-// twice that. Two generations of maps rotate, so memory is bounded by the
-// resolution rate and nothing is scanned.
+// generations of the resolved window: an entry is forgotten between window
+// and window*(1+1/(generations-1)) after it was added.
+const generations = 8
+
+// resolvedWindow remembers resolved intents for about a window. Generations
+// of maps rotate, so memory is bounded by the resolution rate, nothing is
+// scanned on the hot path, and what a rotation forgets comes in slices.
 type resolvedWindow struct {
-	windowMs  int64
+	spanMs    int64
 	rotatedAt int64
-	cur, prev map[string]resolvedEntry
+	gens      [generations]map[string]resolvedEntry // gens[0] is the newest
 	// uncommitted are the ids added since the last committed transaction
 	// (exactly_once): an abort forgets them, since their resolution did not
 	// happen after all.
@@ -25,12 +31,28 @@ type resolvedWindow struct {
 }
 
 func newResolvedWindow(windowMs, nowMs int64) *resolvedWindow {
-	return &resolvedWindow{windowMs: windowMs, rotatedAt: nowMs, cur: map[string]resolvedEntry{}, prev: map[string]resolvedEntry{}}
+	w := &resolvedWindow{spanMs: max(windowMs/(generations-1), 1), rotatedAt: nowMs}
+	for i := range w.gens {
+		w.gens[i] = map[string]resolvedEntry{}
+	}
+	return w
 }
 
 func (w *resolvedWindow) add(id string, e resolvedEntry) {
-	w.cur[id] = e
+	w.gens[0][id] = e
 	w.uncommitted = append(w.uncommitted, id)
+}
+
+// restore adds an entry read from the changelog (already committed).
+func (w *resolvedWindow) restore(id string, e resolvedEntry) { w.gens[0][id] = e }
+
+func (w *resolvedWindow) get(id string) (resolvedEntry, bool) {
+	for _, g := range w.gens {
+		if e, ok := g[id]; ok {
+			return e, true
+		}
+	}
+	return resolvedEntry{}, false
 }
 
 // commit makes the resolutions since the last commit permanent.
@@ -42,28 +64,42 @@ func (w *resolvedWindow) commit() {
 // rollback forgets the resolutions since the last commit.
 func (w *resolvedWindow) rollback() {
 	for _, id := range w.uncommitted {
-		delete(w.cur, id)
-		delete(w.prev, id)
+		for _, g := range w.gens {
+			delete(g, id)
+		}
 	}
 	w.commit()
 }
 
-func (w *resolvedWindow) get(id string) (resolvedEntry, bool) {
-	if e, ok := w.cur[id]; ok {
-		return e, true
+// rotate starts a new generation for every span that has passed (a clock
+// that jumped may pass several) and calls forget with each generation that
+// falls out of the window.
+func (w *resolvedWindow) rotate(nowMs int64, forget func(map[string]resolvedEntry)) {
+	for n := 0; nowMs-w.rotatedAt >= w.spanMs; n++ {
+		if n == generations {
+			w.rotatedAt = nowMs // everything is out already
+			return
+		}
+		w.rotatedAt += w.spanMs
+		oldest := w.gens[generations-1]
+		copy(w.gens[1:], w.gens[:generations-1])
+		w.gens[0] = make(map[string]resolvedEntry, len(w.gens[1]))
+		if len(oldest) > 0 {
+			forget(oldest)
+		}
 	}
-	e, ok := w.prev[id]
-	return e, ok
-}
-
-// rotate drops the older generation once a window has passed.
-func (w *resolvedWindow) rotate(nowMs int64) {
-	if nowMs-w.rotatedAt < w.windowMs {
-		return
-	}
-	w.prev, w.cur = w.cur, make(map[string]resolvedEntry, len(w.cur))
-	w.rotatedAt = nowMs
 	if len(w.uncommitted) > 1<<16 { // at_least_once never commits: do not grow
 		w.commit()
+	}
+}
+
+// forgetPartition drops the entries of a partition this instance gave up.
+func (w *resolvedWindow) forgetPartition(partition int32) {
+	for _, g := range w.gens {
+		for id, e := range g {
+			if e.partition == partition {
+				delete(g, id)
+			}
+		}
 	}
 }

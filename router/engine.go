@@ -92,7 +92,8 @@ type engine struct {
 	log      *slog.Logger
 	emit     emitFunc
 	failed   func(error)
-	nowMs    int64 // the time of the current tick, for the wheel's callback
+	owns     func(partition int32) bool // whether this instance owns a requests partition
+	nowMs    int64                      // the time of the current tick, for the wheel's callback
 
 	// held are restored intents whose deadline passed while no instance
 	// owned their partition, by partition: they wait until this instance has
@@ -337,7 +338,13 @@ func (e *engine) onFallbackAnswer(fa *schemas.FallbackAnswer) {
 func (e *engine) tick(nowMs int64) {
 	e.nowMs = nowMs
 	e.wheel.Advance(nowMs, e.onExpire)
-	e.resolved.rotate(nowMs)
+	e.resolved.rotate(nowMs, func(gone map[string]resolvedEntry) {
+		for id, r := range gone {
+			if r.persisted && e.owns(r.partition) {
+				e.emit(&Output{Topic: e.topics.Pending, Key: []byte(id)}, nil, nil) // tombstone
+			}
+		}
+	})
 	for part, held := range e.held {
 		if len(held) > 0 && nowMs-held[0].heldSince >= e.holdMax {
 			e.releaseHeld(part, func(*pending) bool { return true }, nowMs)
@@ -417,7 +424,6 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if answeredAt != 0 {
 		res.Timeline.AnsweredAt = &answeredAt
 	}
-	e.resolved.add(p.id, resolvedEntry{route: p.route, cacheKey: p.cacheKey, outcome: outcome})
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
@@ -425,9 +431,21 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	}
 	key := []byte(p.id)
 	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
-	if p.persisted {
-		e.emit(&Output{Topic: e.topics.Pending, Key: key}, cause, nil) // tombstone
+	// The changelog remembers the resolution for the dedup window, so that a
+	// duplicate request is not dispatched again even after a takeover; the
+	// window's rotation tombstones it.
+	remember := p.agent != nil // rejected requests are not remembered
+	if remember {
+		rec := p.record()
+		rec.ResolvedAt, rec.Outcome = &nowMs, (*string)(&outcome)
+		state, err := e.codec.Encode(e.topics.Pending, rec)
+		if err != nil {
+			e.encodeFailed(cause, err)
+			return
+		}
+		e.emit(&Output{Topic: e.topics.Pending, Key: key, Value: state}, cause, nil)
 	}
+	e.resolved.add(p.id, resolvedEntry{route: p.route, cacheKey: p.cacheKey, outcome: outcome, partition: p.partition, persisted: remember})
 	p.route.m.resolved[outcome].Inc()
 	if p.recordTs > 0 {
 		p.route.m.seconds[outcome].Observe(float64(nowMs-p.recordTs) / 1000)
@@ -451,7 +469,7 @@ func (e *engine) reject(rec *Record, t *track, class string, cause error, req *s
 		return
 	}
 	r := e.unknown
-	p := &pending{id: id, route: r, recordTs: rec.TimestampMs, receivedAt: nowMs}
+	p := &pending{id: id, route: r, partition: rec.Partition, recordTs: rec.TimestampMs, receivedAt: nowMs}
 	if req != nil {
 		if known := e.routes[req.IntentType]; known != nil {
 			p.route = known
@@ -476,7 +494,17 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 		r := e.routes[pi.IntentType]
 		if r == nil {
 			r = &route{name: pi.IntentType, m: e.unknown.m}
-			e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
+			if pi.ResolvedAt == nil {
+				e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
+			}
+		}
+		if pi.ResolvedAt != nil {
+			outcome := schemas.OutcomeUnknown
+			if pi.Outcome != nil {
+				outcome = schemas.Outcome(*pi.Outcome)
+			}
+			e.resolved.restore(pi.IntentID, resolvedEntry{route: r, cacheKey: pi.CacheKey, outcome: outcome, partition: partition, persisted: true})
+			continue
 		}
 		agent := e.agents[pi.Agent]
 		if agent == nil {
@@ -572,6 +600,7 @@ func (e *engine) forgetPartition(partition int32) int {
 		}
 	}
 	delete(e.held, partition)
+	e.resolved.forgetPartition(partition)
 	return n
 }
 

@@ -24,6 +24,19 @@ func (h *harness) stop() {
 	}
 }
 
+// resolvedMarker reports whether o is the changelog record of id's resolution.
+func (h *harness) resolvedMarker(o router.Output, id string) bool {
+	h.t.Helper()
+	if string(o.Key) != id || o.Value == nil {
+		return false
+	}
+	var pi schemas.PendingIntent
+	if err := h.codec.Decode(o.Value, &pi); err != nil {
+		h.t.Fatal(err)
+	}
+	return pi.ResolvedAt != nil && pi.Outcome != nil
+}
+
 func (h *harness) changelog() *routertest.Restorer {
 	return &routertest.Restorer{Sink: h.sink, Codec: h.codec, Topic: pendingT, Partitions: 1}
 }
@@ -57,8 +70,8 @@ func testTakeOverRestoresPendingIntents(t *testing.T, delivery string) {
 	if res := b.result(2); res.IntentID != "e-1" || res.Outcome != schemas.OutcomeAnswered {
 		t.Fatalf("restored intent not paired: %+v", res)
 	}
-	if tomb := b.wait(pendingT, 2); tomb.Value != nil {
-		t.Fatalf("no tombstone after resolving a restored intent: %+v", tomb)
+	if done := b.wait(pendingT, 2); !b.resolvedMarker(done, "e-1") {
+		t.Fatalf("the changelog does not record the restored intent's resolution: %+v", done)
 	}
 	if got := b.counter("switchboard_intents_restored_total"); got != 2 {
 		t.Fatalf("restored metric = %v", got)
@@ -205,4 +218,45 @@ func TestAnswersAreSharedThroughTheFallbackTopic(t *testing.T) {
 		t.Fatalf("fallback record %s %+v", out.Key, fa)
 	}
 	_ = math.MaxInt64
+}
+
+// TestDuplicateAfterTakeoverIsNotDispatchedAgain: the changelog remembers a
+// resolution for the dedup window, so an instance that takes a partition over
+// drops a duplicate request it never saw resolve, and tombstones the record
+// once the window has passed.
+func TestDuplicateAfterTakeoverIsNotDispatchedAgain(t *testing.T) {
+	both(t, func(t *testing.T, delivery string) {
+		a := start(t, testConfig, delivery)
+		a.request("d-1", "echo", `{}`)
+		a.wait(echoTopic, 1)
+		a.answer("d-1", "echo", `{}`)
+		a.result(1)
+		a.wait(pendingT, 2)
+		a.stop()
+
+		b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))
+		b.request("d-1", "echo", `{}`) // a client sends it again
+		b.settle()
+		if n := b.sink.Count(echoTopic); n != 0 {
+			t.Fatalf("a resolved intent was dispatched again after a takeover (%d)", n)
+		}
+		if n := b.sink.Count(results); n != 0 {
+			t.Fatalf("a resolved intent got a second result after a takeover (%d)", n)
+		}
+		if got := b.counter("switchboard_intents_duplicate_total"); got != 1 {
+			t.Fatalf("duplicates = %v", got)
+		}
+		// After the dedup window (10m, and at most one generation more) the
+		// record is tombstoned; not before.
+		b.advance(9 * time.Minute)
+		b.settle()
+		if n := b.sink.Count(pendingT); n != 0 {
+			t.Fatalf("tombstoned within the dedup window (%d)", n)
+		}
+		b.advance(3 * time.Minute)
+		tomb := b.wait(pendingT, 1)
+		if string(tomb.Key) != "d-1" || tomb.Value != nil {
+			t.Fatalf("no tombstone after the dedup window: %+v", tomb)
+		}
+	})
 }

@@ -153,6 +153,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	r.tr = newTracker(r.storeOffset)
 	e.emit = r.produce
 	e.failed = r.fail
+	e.owns = func(p int32) bool { return r.assigned[TopicPartition{cfg.Topics.Requests, p}] }
 	r.engine = e
 	src.OnRevoke(r.onRevoke)
 	return r, nil

@@ -155,8 +155,9 @@ type ContextSnapshot struct {
 // Ptr returns a pointer to v: a convenience for optional fields.
 func Ptr[T any](v T) *T { return &v }
 
-// PendingIntent is the durable state of one pending intent in the compacted
-// pending changelog. Key: IntentID; a tombstone when it resolves.
+// PendingIntent is the durable state of one intent in the compacted pending
+// changelog, from its dispatch (ResolvedAt nil) through its resolution
+// (ResolvedAt set) until a tombstone after the dedup window. Key: IntentID.
 type PendingIntent struct {
 	IntentID     string  `avro:"intent_id" json:"intent_id"`
 	IntentType   string  `avro:"intent_type" json:"intent_type"`
@@ -172,6 +173,8 @@ type PendingIntent struct {
 	SessionID    *string `avro:"session_id" json:"session_id,omitempty"`
 	Tenant       *string `avro:"tenant" json:"tenant,omitempty"`
 	Traceparent  *string `avro:"traceparent" json:"traceparent,omitempty"`
+	ResolvedAt   *int64  `avro:"resolved_at" json:"resolved_at,omitempty"`
+	Outcome      *string `avro:"outcome" json:"outcome,omitempty"`
 }
 
 // FallbackAnswer is a last good answer in the compacted fallback-cache topic.
