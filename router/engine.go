@@ -69,7 +69,7 @@ type pending struct {
 	attempt     int32
 	timer       timeouts.Timer
 	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
-	heldSince   int64 // restored past its deadline: waiting for the responses to catch up (0: not held)
+	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -95,12 +95,21 @@ type engine struct {
 	owns     func(partition int32) bool // whether this instance owns a requests partition
 	nowMs    int64                      // the time of the current tick, for the wheel's callback
 
-	// held are restored intents whose deadline passed while no instance
-	// owned their partition, by partition: they wait until this instance has
-	// read the responses that arrived meanwhile, so an agent that answered in
-	// time is not reported as timed out.
+	// held are intents past their deadline whose responses partition this
+	// instance has not read up to the deadline yet (it lags, or it just took
+	// the partition over), by partition: they wait until it has, so an agent
+	// that answered in time is not reported as timed out.
 	held    map[int32][]*pending
 	holdMax int64 // ms: how long an intent is held at most
+	// read says how far each responses partition has been read.
+	read map[int32]*readProgress
+}
+
+// readProgress is how far a responses partition has been read: to its end
+// (nothing newer exists), or up to the newest record timestamp seen.
+type readProgress struct {
+	atEnd bool
+	maxTs int64
 }
 
 func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.Logger, nowMs int64) (*engine, error) {
@@ -122,6 +131,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		unknown:  &route{name: unknownType, m: m.forRoute(unknownType, "")},
 		held:     map[int32][]*pending{},
 		holdMax:  10_000,
+		read:     map[int32]*readProgress{},
 	}
 	for name, a := range cfg.Agents {
 		e.agents[name] = &agentRoute{name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON}
@@ -269,7 +279,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.deadLetter(rec, t, ClassInvalidResponse, errors.New(`field "request_id" is required`))
 		return
 	}
-	defer e.caughtUpTo(rec.Partition, rec.TimestampMs, nowMs)
+	defer e.readResponse(rec.Partition, rec.TimestampMs, nowMs)
 	p := e.pending[resp.RequestID]
 	if p == nil {
 		e.onStrayResponse(&resp, nowMs, t)
@@ -352,10 +362,30 @@ func (e *engine) tick(nowMs int64) {
 	}
 }
 
-// onExpire is the wheel's callback: an intent's deadline passed.
+// onExpire is the wheel's callback: an intent's deadline passed. It times
+// out, unless the responses that could still answer it in time have not been
+// read yet.
 func (e *engine) onExpire(_ int64, p *pending) {
 	p.timer = timeouts.Timer{}
+	if !e.readPast(p.partition, p.deadline) {
+		e.hold(p, e.nowMs)
+		return
+	}
 	e.timeOut(p, e.nowMs, schemas.ReasonDeadline, nil)
+}
+
+// readPast reports whether responses partition has been read past tsMs: to
+// its end, or up to a record stamped after tsMs. A partition this instance
+// has no record of (it owned it from the start and nothing came) counts as
+// read.
+func (e *engine) readPast(partition int32, tsMs int64) bool {
+	rp := e.read[partition]
+	return rp == nil || rp.atEnd || rp.maxTs > tsMs
+}
+
+func (e *engine) hold(p *pending, nowMs int64) {
+	p.heldSince = nowMs
+	e.held[p.partition] = append(e.held[p.partition], p)
 }
 
 // timeOut publishes the timeout event and resolves the intent with its
@@ -484,8 +514,8 @@ func (e *engine) reject(rec *Record, t *track, class string, cause error, req *s
 // restore takes over the pending intents of a partition this instance was
 // just assigned. Their timers resume at their original deadlines; those whose
 // deadline passed while no instance owned the partition are held until the
-// responses that arrived meanwhile have been read (see caughtUpTo), then time
-// out if no answer came.
+// responses that arrived meanwhile have been read (see readResponse), then
+// time out if no answer came.
 func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
 	for _, pi := range entries {
 		if _, ok := e.pending[pi.IntentID]; ok {
@@ -522,22 +552,45 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			p.timer = e.wheel.Schedule(p.deadline, p)
 			continue
 		}
-		p.heldSince = nowMs
-		e.held[partition] = append(e.held[partition], p)
+		e.hold(p, nowMs)
 		held++
 	}
 	return restored, held
 }
 
-// caughtUpTo is called for every response read from a partition, and with
-// tsMs = max int64 when the partition's end was reached: held intents whose
-// deadline is older than the responses now read can no longer have been
-// answered in time, so they time out.
-func (e *engine) caughtUpTo(partition int32, tsMs, nowMs int64) {
-	if len(e.held[partition]) == 0 {
-		return
+// readResponse notes that a response stamped tsMs was read from a partition,
+// and times out the held intents whose deadline it shows passed unanswered.
+func (e *engine) readResponse(partition int32, tsMs, nowMs int64) {
+	rp := e.read[partition]
+	if rp == nil {
+		rp = &readProgress{}
+		e.read[partition] = rp
 	}
-	e.releaseHeld(partition, func(p *pending) bool { return p.deadline < tsMs }, nowMs)
+	rp.atEnd = false
+	rp.maxTs = max(rp.maxTs, tsMs)
+	if len(e.held[partition]) > 0 {
+		e.releaseHeld(partition, func(p *pending) bool { return p.deadline < tsMs }, nowMs)
+	}
+}
+
+// readToEnd notes that a responses partition has been read to its end: every
+// held intent of it times out.
+func (e *engine) readToEnd(partition int32, nowMs int64) {
+	rp := e.read[partition]
+	if rp == nil {
+		rp = &readProgress{}
+		e.read[partition] = rp
+	}
+	rp.atEnd = true
+	if len(e.held[partition]) > 0 {
+		e.releaseHeld(partition, func(*pending) bool { return true }, nowMs)
+	}
+}
+
+// takingOver notes that a partition was just assigned: its responses have not
+// been read at all yet.
+func (e *engine) takingOver(partition int32) {
+	e.read[partition] = &readProgress{}
 }
 
 func (e *engine) releaseHeld(partition int32, due func(*pending) bool, nowMs int64) {
@@ -600,6 +653,7 @@ func (e *engine) forgetPartition(partition int32) int {
 		}
 	}
 	delete(e.held, partition)
+	delete(e.read, partition)
 	e.resolved.forgetPartition(partition)
 	return n
 }

@@ -24,6 +24,18 @@ func (h *harness) stop() {
 	}
 }
 
+// readBehind advances the clock by d before rec is read, as when the
+// consumer of the responses topic lags: the partition is marked as not read
+// to its end by a response stamped long before.
+func (h *harness) readBehind(rec *router.Record, d time.Duration) {
+	h.t.Helper()
+	rec.Offset = h.offset[rec.Topic]
+	h.offset[rec.Topic]++
+	h.advance(d)
+	h.settle()
+	h.src.Push(rec)
+}
+
 // resolvedMarker reports whether o is the changelog record of id's resolution.
 func (h *harness) resolvedMarker(o router.Output, id string) bool {
 	h.t.Helper()
@@ -89,32 +101,74 @@ func TestExpiredWhileUnownedWaitsForTheResponses(t *testing.T) {
 		a.wait(pendingT, 2)
 		a.stop()
 
-		// Both deadlines passed while nobody owned the partition.
-		b := startAt(t, t0.Add(time.Second), testConfig, delivery, router.WithRestorer(a.changelog()))
-		b.settle()
-		b.advance(time.Millisecond)
-		b.settle()
-		if n := b.sink.Count(results); n != 0 {
-			t.Fatalf("%d results before the responses were read", n)
-		}
+		// Both deadlines passed while nobody owned the partition; the agent
+		// answered f-1 in time, and that answer waits in the responses topic.
 		ans := schemas.JSON(`{"decision":"approve"}`)
-		b.push(responses, "f-1", &schemas.AgentResponse{RequestID: "f-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans}, t0.Add(100*time.Millisecond))
-		if res := b.result(1); res.IntentID != "f-1" || res.Outcome != schemas.OutcomeAnswered {
-			t.Fatalf("an answer given in time was not used: %+v", res)
+		v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "f-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans})
+		if err != nil {
+			t.Fatal(err)
 		}
-		b.src.Push(router.EndOfPartition{Topic: responses, Partition: 0})
-		res := b.result(2)
-		if res.IntentID != "f-2" || res.Outcome != schemas.OutcomeFallbackStatic {
-			t.Fatalf("unanswered intent: %+v", res)
+		waiting := []*router.Record{{Topic: responses, Key: []byte("f-1"), Value: v, TimestampMs: t0.Add(100 * time.Millisecond).UnixMilli()}}
+		b := startWith(t, t0.Add(time.Second), waiting, testConfig, delivery, router.WithRestorer(a.changelog()))
+		first, second := b.result(1), b.result(2)
+		if first.IntentID != "f-1" || first.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("an answer given in time was not used (or came after the other's timeout): %+v", first)
+		}
+		if second.IntentID != "f-2" || second.Outcome != schemas.OutcomeFallbackStatic {
+			t.Fatalf("unanswered intent: %+v", second)
 		}
 		var to schemas.IntentTimeout
 		if err := b.codec.Decode(b.wait(timeoutsT, 1).Value, &to); err != nil || to.IntentID != "f-2" {
 			t.Fatalf("timeout event %+v %v", to, err)
 		}
+		b.settle()
 		if n := b.sink.Count(timeoutsT); n != 1 {
 			t.Fatalf("%d timeout events", n)
 		}
 	})
+}
+
+// TestTimeoutsWaitForALaggingResponsesPartition: at its deadline an intent
+// whose responses partition has not been read up to the deadline (here: just
+// taken over, its backlog not read yet) waits for it, so an answer the agent
+// gave in time is used.
+func TestTimeoutsWaitForALaggingResponsesPartition(t *testing.T) {
+	both(t, func(t *testing.T, delivery string) {
+		a := start(t, testConfig, delivery)
+		a.request("l-1", "fraud_check", `{}`)
+		a.wait(pendingT, 1)
+		a.stop()
+
+		ans := schemas.JSON(`{"decision":"approve"}`)
+		v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "l-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := []*router.Record{{Topic: responses, Key: []byte("l-1"), Value: v, TimestampMs: t0.Add(200 * time.Millisecond).UnixMilli()}}
+		respTP := router.TopicPartition{Topic: responses}
+		b := startWithStalled(t, respTP, waiting, router.WithRestorer(a.changelog()), delivery)
+		b.settle()             // the restore is done: l-1 is pending, on time
+		b.advance(time.Second) // l-1's deadline passes, its answer still unread
+		b.settle()
+		if n := b.sink.Count(results); n != 0 {
+			t.Fatalf("timed out before the responses were read up to the deadline (%d results)", n)
+		}
+		b.src.Unstall(respTP)
+		if res := b.result(1); res.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("an answer given in time lost to a lagging read: %+v", res)
+		}
+		b.settle()
+		if n := b.sink.Count(timeoutsT); n != 0 {
+			t.Fatalf("%d timeout events for an intent answered in time", n)
+		}
+	})
+}
+
+// startWithStalled starts a router at t0 whose partition tp is stalled
+// (assigned, with records waiting, but not read yet).
+func startWithStalled(t *testing.T, tp router.TopicPartition, waiting []*router.Record, restorer router.Option, delivery string) *harness {
+	t.Helper()
+	return startWithHook(t, t0, waiting, func(s *routertest.Source) { s.Stall(tp) }, testConfig, delivery, restorer)
 }
 
 func TestAbortedTransactionIsRedone(t *testing.T) {

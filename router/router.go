@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,7 +314,7 @@ func (r *Router) handle(ev any) {
 		r.tr.release(t)
 	case EndOfPartition:
 		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
-			r.engine.caughtUpTo(ev.Partition, math.MaxInt64, now)
+			r.engine.readToEnd(ev.Partition, now)
 		}
 	case *restored:
 		r.applyRestore(ev, now)
@@ -332,6 +331,9 @@ func (r *Router) applyRestore(ev *restored, now int64) {
 		r.assigned[tp] = true
 		if off, ok := ev.committed[tp]; ok {
 			r.positions[tp] = off
+		}
+		if tp.Topic == r.cfg.Topics.Responses {
+			r.engine.takingOver(tp.Partition)
 		}
 		if tp.Topic == r.cfg.Topics.Requests {
 			n, h := r.engine.restore(tp.Partition, ev.pending[tp.Partition], now)

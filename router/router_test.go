@@ -79,6 +79,19 @@ func start(t *testing.T, yaml, delivery string, opts ...router.Option) *harness 
 // startAt starts a router whose fake clock reads at.
 func startAt(t *testing.T, at time.Time, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
+	return startWith(t, at, nil, yaml, delivery, opts...)
+}
+
+// startWith starts a router whose fake clock reads at, with records already
+// waiting in its partitions when they are assigned.
+func startWith(t *testing.T, at time.Time, waiting []*router.Record, yaml, delivery string, opts ...router.Option) *harness {
+	t.Helper()
+	return startWithHook(t, at, waiting, nil, yaml, delivery, opts...)
+}
+
+// startWithHook is startWith with a hook that prepares the source first.
+func startWithHook(t *testing.T, at time.Time, waiting []*router.Record, prepare func(*routertest.Source), yaml, delivery string, opts ...router.Option) *harness {
+	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +119,15 @@ func startAt(t *testing.T, at time.Time, yaml, delivery string, opts ...router.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	if prepare != nil {
+		prepare(h.src)
+	}
+	evs := []any{router.Assigned{{Topic: requests}, {Topic: responses}}}
+	for _, r := range waiting {
+		evs = append(evs, r)
+		h.offset[r.Topic]++
+	}
+	h.src.Push(evs...)
 	done := make(chan error, 1)
 	go func() { done <- h.r.Run(ctx) }()
 	// The event loop's one ticker is the only fake-clock waiter.

@@ -45,6 +45,7 @@ type Source struct {
 	queue    []any
 	onRevoke func([]router.TopicPartition)
 	seeks    []router.TopicPartition
+	stalled  map[router.TopicPartition]bool
 	stored   map[router.TopicPartition]int64
 	paused   map[router.TopicPartition]bool
 	closed   bool
@@ -75,9 +76,10 @@ func (s *Source) Poll(timeoutMs int) any {
 	for {
 		wake := s.pushed.wait()
 		s.mu.Lock()
-		if len(s.queue) > 0 {
-			ev := s.queue[0]
-			s.queue = s.queue[1:]
+		if i := s.next(); i >= 0 {
+			ev := s.queue[i]
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.queueEnds(ev)
 			hook := s.onRevoke
 			s.mu.Unlock()
 			if rv, ok := ev.(router.Revoked); ok && hook != nil {
@@ -91,6 +93,71 @@ func (s *Source) Poll(timeoutMs int) any {
 		case <-deadline:
 			return nil
 		}
+	}
+}
+
+// Stall keeps the records of a partition (and its end) from being read until
+// Unstall, as a consumer that lags behind: they stay queued in order.
+func (s *Source) Stall(tp router.TopicPartition) {
+	s.mu.Lock()
+	if s.stalled == nil {
+		s.stalled = map[router.TopicPartition]bool{}
+	}
+	s.stalled[tp] = true
+	s.mu.Unlock()
+}
+
+// Unstall lets a stalled partition be read again.
+func (s *Source) Unstall(tp router.TopicPartition) {
+	s.mu.Lock()
+	delete(s.stalled, tp)
+	s.mu.Unlock()
+	s.pushed.signal()
+}
+
+// next is the index of the first queued event that may be read, or -1.
+func (s *Source) next() int {
+	for i, ev := range s.queue {
+		switch e := ev.(type) {
+		case *router.Record:
+			if s.stalled[router.TopicPartition{Topic: e.Topic, Partition: e.Partition}] {
+				continue
+			}
+		case router.EndOfPartition:
+			if s.stalled[router.TopicPartition(e)] {
+				continue
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+// queueEnds queues an EndOfPartition next for each partition that ev leaves
+// with nothing more to read, as a Kafka consumer reports reaching the end.
+func (s *Source) queueEnds(ev any) {
+	var tps []router.TopicPartition
+	switch e := ev.(type) {
+	case *router.Record:
+		tps = []router.TopicPartition{{Topic: e.Topic, Partition: e.Partition}}
+	case router.Assigned:
+		tps = e
+	}
+	var ends []any
+	for _, tp := range tps {
+		more := false
+		for _, q := range s.queue {
+			if r, ok := q.(*router.Record); ok && r.Topic == tp.Topic && r.Partition == tp.Partition {
+				more = true
+				break
+			}
+		}
+		if !more {
+			ends = append(ends, router.EndOfPartition(tp))
+		}
+	}
+	if len(ends) > 0 {
+		s.queue = append(ends, s.queue...)
 	}
 }
 
