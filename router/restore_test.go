@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -22,18 +21,6 @@ func (h *harness) stop() {
 	if err := h.r.Shutdown(ctx); err != nil {
 		h.t.Fatal(err)
 	}
-}
-
-// readBehind advances the clock by d before rec is read, as when the
-// consumer of the responses topic lags: the partition is marked as not read
-// to its end by a response stamped long before.
-func (h *harness) readBehind(rec *router.Record, d time.Duration) {
-	h.t.Helper()
-	rec.Offset = h.offset[rec.Topic]
-	h.offset[rec.Topic]++
-	h.advance(d)
-	h.settle()
-	h.src.Push(rec)
 }
 
 // resolvedMarker reports whether o is the changelog record of id's resolution.
@@ -271,7 +258,6 @@ func TestAnswersAreSharedThroughTheFallbackTopic(t *testing.T) {
 	if string(out.Key) != "fraud_check/user-3" || string(fa.Answer) != `{"decision":"approve"}` {
 		t.Fatalf("fallback record %s %+v", out.Key, fa)
 	}
-	_ = math.MaxInt64
 }
 
 // TestDuplicateAfterTakeoverIsNotDispatchedAgain: the changelog remembers a
