@@ -23,6 +23,7 @@ Commands:
   tail     print the records of the results, timeouts or dead-letter topic
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
+  bench    measure throughput and latency under an open-loop load
   version  print the version
 
 Run 'switchboard <command> --help' for a command's flags.
@@ -44,6 +45,7 @@ var commands = []command{
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},
+	{"bench", runBench},
 }
 
 // errUsage means the flags were wrong; the flag package already said why.

@@ -1,0 +1,750 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/intents/client"
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// The two things a bench phase can measure.
+const (
+	phaseRouter   = "router"   // Switchboard's router
+	phaseBaseline = "baseline" // plain consume-produce loops over the same four hops
+)
+
+// benchIntentType is the one intent type (and agent) a bench routes.
+const benchIntentType = "bench"
+
+// row is what the bench learns of one intent, as microseconds since the
+// phase's epoch (0: not yet). Record timestamps are whole milliseconds.
+type row struct {
+	due, sent      atomic.Int32 // scheduled; handed to the producer (-1: the send failed)
+	req            atomic.Int32 // the request record's timestamp
+	disp, dispSeen atomic.Int32 // the dispatch record's timestamp; when the agent read it
+	resp, respSent atomic.Int32 // the response record's timestamp; when the agent sent it
+	res, resSeen   atomic.Int32 // the result record's timestamp; when the bench read it
+	outcome        atomic.Int32 // 1 + the index in intents.Outcomes
+	results        atomic.Int32 // results read for this intent
+}
+
+const (
+	rowChunkBits = 16
+	rowChunks    = 1 << 14
+)
+
+// rows holds the intents of a phase by sequence number. Only the schedule
+// goroutine adds rows (make); any goroutine may look one up (at).
+type rows struct {
+	chunks [rowChunks]atomic.Pointer[[1 << rowChunkBits]row]
+}
+
+func (t *rows) make(seq int64) *row {
+	c := seq >> rowChunkBits
+	if c >= rowChunks {
+		return nil
+	}
+	ch := t.chunks[c].Load()
+	if ch == nil {
+		ch = new([1 << rowChunkBits]row)
+		t.chunks[c].Store(ch)
+	}
+	return &ch[seq&(1<<rowChunkBits-1)]
+}
+
+func (t *rows) at(seq int64) *row {
+	c := seq >> rowChunkBits
+	if seq < 0 || c >= rowChunks {
+		return nil
+	}
+	ch := t.chunks[c].Load()
+	if ch == nil {
+		return nil
+	}
+	return &ch[seq&(1<<rowChunkBits-1)]
+}
+
+// phase runs one measurement: its own topics (prefix bench.<id>.), consumer
+// groups, router or forwarders, agent, publisher and readers, so that runs
+// never mix. It owns every goroutine it starts.
+type phase struct {
+	kind   string
+	o      *benchOptions
+	cfg    *config.Config
+	codec  *schemas.Codec
+	kafka  kafkaio.Settings
+	id     string
+	stderr io.Writer
+	log    *slog.Logger
+	clock  clockwork.Clock
+
+	epochUs int64 // unix µs of the phase's time zero, a whole millisecond
+	rows    rows
+	payload []byte // the padding every payload carries
+
+	rssStart   int64
+	released   atomic.Int64 // intents handed to the publisher
+	ignoredRel atomic.Int64 // … of which the agent ignores (counted in the baseline only)
+	sent       atomic.Int64 // acknowledged by the broker
+	sendErrs   atomic.Int64
+	firstErr   atomic.Value // string: the first send error
+	results    atomic.Int64 // first results of measured intents
+	dups       atomic.Int64 // further results of an intent
+	probesSeen atomic.Int64
+	pubWG      sync.WaitGroup
+	inflight   chan struct{} // bounds the sends in flight
+
+	loadStart, loadEnd time.Time // the load window (set by the load)
+	cpuStart, cpuEnd   time.Duration
+	hostStart, hostEnd hostCPU
+	drainStart         time.Time
+	drainTook          time.Duration
+	steps              []stepReport // --step-up
+	knee               float64      // --step-up: the last rate that held
+	stopReason         string       // --step-up: why it stopped
+
+	mu   sync.Mutex // guards live and step
+	live histogram  // end to end (record timestamps), every result so far
+	step histogram  // the same, results of the current step
+
+	reg          *prometheus.Registry // the router's metrics (router phase only)
+	peakPending  atomic.Int64
+	peakInFlight atomic.Int64
+	peakRSS      atomic.Int64
+}
+
+func newPhase(kind, id string, o *benchOptions, cfg *config.Config, codec *schemas.Codec, stderr io.Writer, log *slog.Logger) *phase {
+	ph := &phase{
+		kind: kind, o: o, cfg: cfg, codec: codec, kafka: settingsOf(cfg, "switchboard-bench"),
+		id: id, stderr: stderr, log: log, clock: clockwork.NewRealClock(),
+		inflight: make(chan struct{}, 1<<16),
+	}
+	now := ph.clock.Now()
+	ph.epochUs = (now.UnixMilli() - 1000) * 1000
+	pad := make([]byte, max(o.payloadBytes-40, 0))
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	ph.payload = pad
+	return ph
+}
+
+func (ph *phase) us(t time.Time) int32 { return int32(t.UnixMicro() - ph.epochUs) }
+func (ph *phase) msTs(ms int64) int32  { return int32(ms*1000 - ph.epochUs) }
+
+// seqOf reads a bench intent id, <id>-<seq> (or <id>-w<n> for a warm-up
+// probe).
+func (ph *phase) seqOf(key []byte) (seq int64, probe, ok bool) {
+	n := len(ph.id)
+	if len(key) < n+2 || string(key[:n]) != ph.id || key[n] != '-' {
+		return 0, false, false
+	}
+	if key[n+1] == 'w' {
+		return 0, true, true
+	}
+	seq, err := strconv.ParseInt(string(key[n+1:]), 10, 64)
+	return seq, false, err == nil
+}
+
+func (ph *phase) rowOf(key []byte) *row {
+	seq, probe, ok := ph.seqOf(key)
+	if !ok || probe {
+		return nil
+	}
+	return ph.rows.at(seq)
+}
+
+// ignored says whether intent seq asks the agent not to answer: exactly a
+// fraction ignoreRate of intents, spread evenly.
+func ignored(seq int64, rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	return int64(float64(seq+1)*rate) > int64(float64(seq)*rate)
+}
+
+func (ph *phase) intent(id string, seq int64, ignore bool) ([]byte, error) {
+	p := make([]byte, 0, len(ph.payload)+64)
+	p = append(p, `{"seq":`...)
+	p = strconv.AppendInt(p, seq, 10)
+	if ignore {
+		p = append(p, `,"demo":{"ignore":true}`...)
+	}
+	p = append(p, `,"pad":"`...)
+	p = append(p, ph.payload...)
+	p = append(p, `"}`...)
+	return ph.codec.Encode(ph.cfg.Topics.Requests, &schemas.IntentRequest{IntentID: id, IntentType: benchIntentType, Payload: schemas.JSON(p)})
+}
+
+// run sets the phase up, warms it up, offers the load (load returns when it
+// has released its last intent), waits for the results and tears down.
+func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release func(seq int64, due time.Time)) error) error {
+	plans := ph.cfg.TopicPlans()
+	if ph.kind == phaseBaseline {
+		var keep []config.TopicPlan
+		for _, p := range plans {
+			switch p.Role {
+			case "requests", "responses", "results", "agents." + benchIntentType:
+				keep = append(keep, p)
+			}
+		}
+		plans = keep
+	}
+	if _, err := kafkaio.EnsureTopics(ctx, ph.kafka, plans, true); err != nil {
+		return fmt.Errorf("%w (is a Kafka broker running at %s? --embedded needs none)", err, ph.kafka.Bootstrap)
+	}
+	if !ph.o.keepTopics {
+		defer ph.deleteTopics(plans)
+	}
+
+	// Shutdown order: the load ends (no new intents), the drain waits for
+	// the results; then ctx is cancelled, the publisher's sends end, every
+	// part stops (the router commits and closes, the agent finishes what it
+	// holds), and last the producers close.
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg        sync.WaitGroup
+		pub       *kafkaio.Producer
+		agentProd *kafkaio.Producer
+	)
+	defer func() {
+		cancel()
+		ph.pubWG.Wait()
+		wg.Wait()
+		if pub != nil {
+			pub.Close(5 * time.Second)
+		}
+		if agentProd != nil {
+			agentProd.Close(5 * time.Second)
+		}
+	}()
+	partErr := make(chan error, 8)
+	part := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				partErr <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	failed := func(err error) error {
+		select {
+		case perr := <-partErr:
+			return perr
+		default:
+			return err
+		}
+	}
+
+	if ph.kind == phaseRouter {
+		r, err := ph.newRouter(ctx)
+		if err != nil {
+			return err
+		}
+		part("router", r.Run)
+	} else {
+		part("request forwarder", func(ctx context.Context) error {
+			return ph.forward(ctx, "-fwd-requests", ph.cfg.Topics.Requests, ph.cfg.Agents[benchIntentType].Topic)
+		})
+		part("response forwarder", func(ctx context.Context) error {
+			return ph.forward(ctx, "-fwd-responses", ph.cfg.Topics.Responses, ph.cfg.Topics.Results)
+		})
+	}
+	agent, err := ph.newAgent()
+	if err != nil {
+		return err
+	}
+	agentProd = agent.prod
+	part("agent", agent.run)
+	ready := make(chan struct{})
+	part("results reader", func(ctx context.Context) error {
+		return kafkaio.Tail(ctx, ph.kafka, ph.cfg.Topics.Results, true, func() { close(ready) }, ph.onResult)
+	})
+	part("sampler", ph.sample)
+	if pub, err = kafkaio.NewProducer(settingsOf(ph.cfg, "switchboard-bench-publisher")); err != nil {
+		return err
+	}
+
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return failed(ctx.Err())
+	}
+	if err := ph.warmUp(ctx, pub); err != nil {
+		return failed(err)
+	}
+	if err := load(ctx, ph.release(ctx, pub)); err != nil {
+		return failed(err)
+	}
+	ph.pubWG.Wait()
+	ph.drain(ctx)
+	if ctx.Err() != nil {
+		return failed(ctx.Err())
+	}
+	cancel()
+	wg.Wait()
+	return failed(nil)
+}
+
+// drain waits, for up to the intent timeout plus 5s, until every intent sent
+// has its result (in the baseline: every intent the agent answers).
+func (ph *phase) drain(ctx context.Context) {
+	start := ph.clock.Now()
+	ph.drainStart = start
+	defer func() { ph.drainTook = ph.clock.Since(start) }()
+	want := ph.expected()
+	if ph.results.Load() >= want {
+		return
+	}
+	limit := ph.o.timeout + 5*time.Second
+	t := ph.clock.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	next := start.Add(time.Second)
+	for ph.results.Load() < want {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.Chan():
+			if now.Sub(start) >= limit {
+				return
+			}
+			if !now.Before(next) {
+				next = next.Add(time.Second)
+				fmt.Fprintf(ph.stderr, "bench %s: draining, %d of %d results in\n", ph.kind, ph.results.Load(), want)
+			}
+		}
+	}
+}
+
+// expected is how many results the intents sent should get: all of them
+// through the router; in the baseline, which has no timeouts, not those the
+// agent ignores.
+func (ph *phase) expected() int64 {
+	n := ph.sent.Load()
+	if ph.kind == phaseBaseline {
+		n -= ph.ignoredSent()
+	}
+	return n
+}
+
+// ignoredSent counts the intents sent that ask the agent not to answer.
+func (ph *phase) ignoredSent() int64 {
+	var n int64
+	if ph.o.ignoreRate == 0 {
+		return 0
+	}
+	for seq := range ph.released.Load() {
+		if r := ph.rows.at(seq); r != nil && r.sent.Load() > 0 && ignored(seq, ph.o.ignoreRate) {
+			n++
+		}
+	}
+	return n
+}
+
+// newRouter builds the router as 'switchboard serve' does, with its metrics
+// in a registry of the phase's own.
+func (ph *phase) newRouter(ctx context.Context) (*router.Router, error) {
+	ph.reg = prometheus.NewRegistry()
+	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, ph.kafka, ph.cfg, ph.codec)
+	if err != nil {
+		return nil, err
+	}
+	ropts = append(ropts, router.WithLogger(ph.log), router.WithRegisterer(ph.reg))
+	r, err := router.New(ph.cfg, ph.codec, src, sink, ropts...)
+	if err != nil {
+		_ = src.Close()
+		_ = sink.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// warmUp sends a few probe intents and waits for their results: the router
+// (or the forwarders), the agent and the reader are all working before the
+// measured load starts.
+func (ph *phase) warmUp(ctx context.Context, pub *kafkaio.Producer) error {
+	const limit = 60 * time.Second
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	n := int64(max(2*ph.cfg.Topics.Partitions, 4))
+	for k := range n {
+		id := fmt.Sprintf("%s-w%d", ph.id, k)
+		v, err := ph.intent(id, -1, false)
+		if err != nil {
+			return err
+		}
+		if err := pub.Send(ctx, ph.cfg.Topics.Requests, []byte(id), v, nil, time.Time{}); err != nil {
+			return fmt.Errorf("publishing warm-up intents to %s: %w", ph.kafka.Bootstrap, err)
+		}
+	}
+	t := ph.clock.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for ph.probesSeen.Load() < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the %s did not answer %d warm-up intents within %s (%d answered)", ph.kind, n, limit, ph.probesSeen.Load())
+		case <-t.Chan():
+		}
+	}
+	return nil
+}
+
+// release is the schedule's hand-over: intent seq goes to the publisher in a
+// goroutine of its own, so a slow acknowledgement never delays the next
+// intent. When 65,536 are in flight the schedule waits (and falls behind,
+// which the generator-lag figure shows).
+func (ph *phase) release(ctx context.Context, pub *kafkaio.Producer) func(seq int64, due time.Time) {
+	return func(seq int64, due time.Time) {
+		r := ph.rows.make(seq)
+		if r == nil {
+			return
+		}
+		r.due.Store(ph.us(due))
+		select {
+		case ph.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		ph.released.Add(1)
+		if ph.kind == phaseBaseline && ignored(seq, ph.o.ignoreRate) {
+			ph.ignoredRel.Add(1)
+		}
+		ph.pubWG.Add(1)
+		go func() {
+			defer ph.pubWG.Done()
+			defer func() { <-ph.inflight }()
+			ph.publish(ctx, pub, seq, r)
+		}()
+	}
+}
+
+func (ph *phase) publish(ctx context.Context, pub *kafkaio.Producer, seq int64, r *row) {
+	id := ph.id + "-" + strconv.FormatInt(seq, 10)
+	v, err := ph.intent(id, seq, ignored(seq, ph.o.ignoreRate))
+	if err == nil {
+		now := ph.clock.Now()
+		r.req.Store(ph.msTs(now.UnixMilli()))
+		r.sent.Store(ph.us(now))
+		err = pub.Send(ctx, ph.cfg.Topics.Requests, []byte(id), v, nil, now)
+	}
+	if err != nil {
+		r.sent.Store(-1)
+		if ctx.Err() == nil && ph.sendErrs.Add(1) == 1 {
+			ph.firstErr.Store(err.Error())
+		}
+		return
+	}
+	ph.sent.Add(1)
+}
+
+// onResult reads one record of the results topic: a Switchboard result, or
+// in the baseline the agent's response forwarded as it is.
+func (ph *phase) onResult(rec *router.Record) error {
+	now := ph.clock.Now()
+	seq, probe, ok := ph.seqOf(rec.Key)
+	if !ok {
+		return nil
+	}
+	if probe {
+		ph.probesSeen.Add(1)
+		return nil
+	}
+	r := ph.rows.at(seq)
+	if r == nil {
+		return nil
+	}
+	if r.results.Add(1) > 1 {
+		ph.dups.Add(1)
+		return nil
+	}
+	r.outcome.Store(ph.outcomeOf(rec.Value))
+	r.res.Store(ph.msTs(rec.TimestampMs))
+	r.resSeen.Store(ph.us(now))
+	ph.results.Add(1)
+	e2e := int64(r.res.Load()) - int64(r.req.Load())
+	ph.mu.Lock()
+	ph.live.record(e2e)
+	ph.step.record(e2e)
+	ph.mu.Unlock()
+	return nil
+}
+
+var outcomeIndex = func() map[schemas.Outcome]int32 {
+	m := map[schemas.Outcome]int32{}
+	for i, o := range intents.Outcomes {
+		m[o] = int32(i + 1)
+	}
+	return m
+}()
+
+func (ph *phase) outcomeOf(value []byte) int32 {
+	if ph.kind == phaseBaseline {
+		var resp schemas.AgentResponse
+		if ph.codec.Decode(value, &resp) != nil {
+			return outcomeIndex[schemas.OutcomeUnknown]
+		}
+		if resp.Status == schemas.StatusOK {
+			return outcomeIndex[schemas.OutcomeAnswered]
+		}
+		return outcomeIndex[schemas.OutcomeAgentError]
+	}
+	var res schemas.IntentResult
+	if ph.codec.Decode(value, &res) != nil {
+		return outcomeIndex[schemas.OutcomeUnknown]
+	}
+	if i, ok := outcomeIndex[res.Outcome]; ok {
+		return i
+	}
+	return outcomeIndex[schemas.OutcomeUnknown]
+}
+
+// sample records the router's pending gauge, the intents in flight and the
+// process's RSS every 100ms, keeping the peaks.
+func (ph *phase) sample(ctx context.Context) error {
+	t := ph.clock.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.Chan():
+		}
+		if ph.reg != nil {
+			if v, ok := gaugeValue(ph.reg, "switchboard_intents_pending"); ok {
+				storeMax(&ph.peakPending, int64(v))
+			}
+		}
+		storeMax(&ph.peakInFlight, ph.inFlight())
+		storeMax(&ph.peakRSS, rssBytes())
+	}
+}
+
+// inFlight is how many intents released have no result yet (in the
+// baseline, not counting those the agent ignores: they get none).
+func (ph *phase) inFlight() int64 {
+	return ph.released.Load() - ph.ignoredRel.Load() - ph.results.Load()
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// gaugeValue reads the first series of a metric from g.
+func gaugeValue(g prometheus.Gatherer, name string) (float64, bool) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// benchAgent is a demo agent (client.DemoHandler: the service time, the
+// error rate and the payloads' ignore directives) that also notes when each
+// dispatch record was written and read and when each response was sent. It
+// reads and answers the way client.Agent does.
+type benchAgent struct {
+	ph      *phase
+	topic   string
+	prod    *kafkaio.Producer
+	handler client.Handler
+	sem     chan struct{}
+	wg      sync.WaitGroup
+}
+
+func (ph *phase) newAgent() (*benchAgent, error) {
+	prod, err := kafkaio.NewProducer(settingsOf(ph.cfg, "switchboard-bench-agent"))
+	if err != nil {
+		return nil, err
+	}
+	return &benchAgent{
+		ph: ph, topic: ph.cfg.Agents[benchIntentType].Topic, prod: prod,
+		handler: client.DemoHandler(benchIntentType, ph.o.serviceTime, ph.o.errorRate, ph.clock),
+		sem:     make(chan struct{}, 1<<17),
+	}, nil
+}
+
+func (a *benchAgent) run(ctx context.Context) error {
+	defer a.wg.Wait()
+	ph := a.ph
+	warned := false
+	return kafkaio.Consume(ctx, ph.kafka, ph.cfg.Kafka.GroupID+"-agent", []string{a.topic}, func(rec *router.Record) error {
+		now := ph.clock.Now()
+		r := ph.rowOf(rec.Key)
+		if r != nil {
+			r.disp.Store(ph.msTs(rec.TimestampMs))
+			r.dispSeen.Store(ph.us(now))
+		}
+		req, err := ph.dispatched(rec.Value)
+		if err != nil {
+			if !warned {
+				ph.log.Warn("bench agent: undecodable request skipped", "error", err)
+				warned = true
+			}
+			return nil
+		}
+		select {
+		case a.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			defer func() { <-a.sem }()
+			a.serve(ctx, req, r)
+		}()
+		return nil
+	})
+}
+
+// dispatched decodes what the agent reads: an AgentRequest from the router,
+// or in the baseline the IntentRequest forwarded as it is.
+func (ph *phase) dispatched(value []byte) (*schemas.AgentRequest, error) {
+	if ph.kind == phaseBaseline {
+		var ir schemas.IntentRequest
+		if err := ph.codec.Decode(value, &ir); err != nil {
+			return nil, err
+		}
+		return &schemas.AgentRequest{IntentID: ir.IntentID, IntentType: ir.IntentType, Agent: benchIntentType, Payload: ir.Payload, Attempt: 1}, nil
+	}
+	var req schemas.AgentRequest
+	if err := ph.codec.Decode(value, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (a *benchAgent) serve(ctx context.Context, req *schemas.AgentRequest, r *row) {
+	ph := a.ph
+	answer, err := a.handler(ctx, req)
+	if ctx.Err() != nil || errors.Is(err, client.ErrNoAnswer) {
+		return
+	}
+	now := ph.clock.Now()
+	ms := now.UnixMilli()
+	resp := &schemas.AgentResponse{RequestID: req.IntentID, Agent: benchIntentType, Status: schemas.StatusOK, ProducedAt: &ms}
+	if err != nil {
+		resp.Status = schemas.StatusError
+		resp.Error = &schemas.ErrorInfo{Code: "agent_error", Message: err.Error(), Retryable: true}
+	} else {
+		resp.Answer = &answer
+	}
+	value, err := ph.codec.Encode(ph.cfg.Topics.Responses, resp)
+	if err != nil {
+		ph.log.Warn("bench agent: encoding a response", "error", err)
+		return
+	}
+	if r != nil {
+		r.resp.Store(ph.msTs(ms))
+		r.respSent.Store(ph.us(now))
+	}
+	if err := a.prod.Send(ctx, ph.cfg.Topics.Responses, []byte(req.IntentID), value, nil, now); err != nil && ctx.Err() == nil {
+		ph.log.Warn("bench agent: answering", "intent_id", req.IntentID, "error", err)
+	}
+}
+
+// forwardedAt is the opaque of one forwarded record: the offset to store
+// once the copy is acknowledged.
+type forwardedAt struct {
+	tp   router.TopicPartition
+	next int64
+}
+
+// forward is the baseline's hop: a plain consume-produce loop from one topic
+// to another with the router's own consumer and producer (kafkaio.Source
+// and kafkaio.Sink, the at_least_once settings: offsets stored once the copy
+// is acknowledged, committed automatically). It copies key, value and
+// headers as they are.
+func (ph *phase) forward(ctx context.Context, groupSuffix, from, to string) error {
+	src, err := kafkaio.NewSource(ph.kafka, ph.cfg.Kafka.GroupID+groupSuffix, []string{from}, kafkaio.SourceOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }() // leaving the group: nothing to do about an error
+	sink, err := kafkaio.NewSink(ph.kafka, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sink.Close() }() // undelivered copies only mean missing results, which the report shows
+	acksDone := make(chan struct{})
+	go func() {
+		defer close(acksDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case a := <-sink.Acks():
+				if f, ok := a.Opaque.(*forwardedAt); ok && a.Err == nil {
+					_ = src.StoreOffset(f.tp, f.next)
+				}
+			}
+		}
+	}()
+	defer func() { <-acksDone }()
+	for ctx.Err() == nil {
+		switch e := src.Poll(100).(type) {
+		case *router.Record:
+			out := &router.Output{Topic: to, Key: e.Key, Value: e.Value, Headers: e.Headers}
+			if err := sink.Produce(out, &forwardedAt{router.TopicPartition{Topic: e.Topic, Partition: e.Partition}, e.Offset + 1}); err != nil {
+				return fmt.Errorf("forwarding to %s: %w", to, err)
+			}
+		case *router.FatalError:
+			return e
+		}
+	}
+	return nil
+}
+
+// deleteTopics removes the phase's topics and consumer groups from the
+// cluster; a failure is only reported.
+func (ph *phase) deleteTopics(plans []config.TopicPlan) {
+	cm := kafka.ConfigMap{"bootstrap.servers": ph.kafka.Bootstrap, "enable.metrics.push": false}
+	for k, v := range ph.kafka.Properties {
+		cm[k] = v
+	}
+	a, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "bench: topics bench.%s.* were not deleted: %v\n", ph.id, err)
+		return
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.Name
+	}
+	if _, err := a.DeleteTopics(ctx, names); err != nil {
+		fmt.Fprintf(ph.stderr, "bench: topics bench.%s.* were not deleted: %v\n", ph.id, err)
+	}
+	g := ph.cfg.Kafka.GroupID
+	_, _ = a.DeleteConsumerGroups(ctx, []string{g, g + "-agent", g + "-fwd-requests", g + "-fwd-responses"})
+}

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// benchReport is what 'switchboard bench' prints: the settings, the machine,
+// and a phaseReport for the router and, with --baseline, the baseline.
+type benchReport struct {
+	Date             string          `json:"date"`
+	Machine          machine         `json:"machine"`
+	Brokers          string          `json:"brokers"`
+	Embedded         bool            `json:"embedded"`
+	Delivery         string          `json:"delivery"`
+	CommitIntervalMs float64         `json:"commit_interval_ms,omitempty"`
+	Partitions       int             `json:"partitions"`
+	Encoding         string          `json:"encoding"`
+	LingerMs         string          `json:"linger_ms"`
+	Mode             string          `json:"mode"` // fixed or step_up
+	RatePerS         float64         `json:"rate_per_s,omitempty"`
+	DurationS        float64         `json:"duration_s,omitempty"`
+	StepUp           *stepUpSettings `json:"step_up,omitempty"`
+	ServiceTimeMs    float64         `json:"service_time_ms"`
+	IgnoreRate       float64         `json:"ignore_rate"`
+	ErrorRate        float64         `json:"error_rate"`
+	TimeoutMs        float64         `json:"intent_timeout_ms"`
+	PayloadBytes     int             `json:"payload_bytes"`
+	Router           *phaseReport    `json:"router"`
+	Baseline         *phaseReport    `json:"baseline,omitempty"`
+	// Fraction is the router's throughput as a fraction of the baseline's:
+	// of their knees with --step-up, else of their achieved rates.
+	Fraction      *float64 `json:"router_throughput_fraction_of_baseline,omitempty"`
+	FractionBasis string   `json:"fraction_basis,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
+}
+
+type stepUpSettings struct {
+	StartRate     float64 `json:"start_rate_per_s"`
+	Step          float64 `json:"step_per_s"`
+	StepDurationS float64 `json:"step_duration_s"`
+	MaxP99Ms      float64 `json:"max_p99_ms"`
+	MaxLag        int64   `json:"max_lag"` // 0: one second of the step's rate
+	MaxRate       float64 `json:"max_rate_per_s"`
+}
+
+// phaseReport is one phase's figures. Latencies are in milliseconds.
+type phaseReport struct {
+	TopicPrefix     string             `json:"topic_prefix"`
+	OfferedPerS     float64            `json:"offered_per_s"`
+	AchievedPerS    float64            `json:"achieved_per_s"` // results read per second of the load window, after its first second (baseline: ignored intents count when the agent read them)
+	LoadS           float64            `json:"load_s"`
+	DrainS          float64            `json:"drain_s"`
+	Sent            int64              `json:"sent"`
+	SendErrors      int64              `json:"send_errors"`
+	FirstSendError  string             `json:"first_send_error,omitempty"`
+	Results         int64              `json:"results"`
+	Missing         int64              `json:"missing"`    // sent, and no result when the drain ended
+	Duplicates      int64              `json:"duplicates"` // results beyond an intent's first
+	Ignored         int64              `json:"ignored"`    // sent asking the agent not to answer
+	Outcomes        map[string]int64   `json:"outcomes"`
+	Latency         latencies          `json:"latency_ms"`
+	PeakPending     *int64             `json:"peak_pending,omitempty"` // the router's switchboard_intents_pending
+	PeakInFlight    int64              `json:"peak_in_flight"`         // sent without a result, sampled every 100ms
+	ProcessCPUCores float64            `json:"process_cpu_cores"`      // CPU seconds per second of the load window
+	HostCPUBusy     float64            `json:"host_cpu_busy"`          // fraction of all the machine's cores
+	RSSStartMiB     float64            `json:"rss_start_mib"`
+	RSSPeakMiB      float64            `json:"rss_peak_mib"`
+	RouterMetrics   map[string]float64 `json:"router_metrics,omitempty"`
+	Steps           []stepReport       `json:"steps,omitempty"`
+	KneePerS        *float64           `json:"knee_per_s,omitempty"`
+	StopReason      string             `json:"stop_reason,omitempty"`
+}
+
+// latencies are the bench's latency figures. Those from record timestamps
+// have a resolution of 1ms; "observed" ones are read from this process's
+// clock when a record was handed to the producer or came out of a consumer.
+type latencies struct {
+	EndToEnd          latencyStats `json:"end_to_end"`                // result record − request record
+	EndToEndObserved  latencyStats `json:"end_to_end_observed"`       // result read − request sent
+	RequestToDispatch latencyStats `json:"request_to_dispatch"`       // dispatch record − request record
+	ResponseToResult  latencyStats `json:"response_to_result"`        // result record − response record
+	PublishToAgent    latencyStats `json:"publish_to_agent_observed"` // dispatch read by the agent − request sent
+	AgentToResult     latencyStats `json:"agent_to_result_observed"`  // result read − response sent
+	GeneratorLag      latencyStats `json:"generator_lag"`             // request sent − its scheduled time
+}
+
+type latencyStats struct {
+	N    uint64  `json:"n"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+type stepReport struct {
+	Rate      float64 `json:"rate_per_s"`
+	Released  int64   `json:"sent"`
+	Results   int64   `json:"results"` // read during the step
+	Achieved  float64 `json:"achieved_per_s"`
+	LiveP99Ms float64 `json:"p99_ms"`                // of the results read during the step: what decided
+	Lag       int64   `json:"without_result_at_end"` // sent and without a result at the step's end
+	Held      bool    `json:"held"`
+	SentP50Ms float64 `json:"sent_p50_ms"` // of the intents sent during the step, once the run ended
+	SentP99Ms float64 `json:"sent_p99_ms"`
+
+	startUs, endUs int32
+}
+
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+func mib(b int64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
+
+func stats(h *histogram) latencyStats {
+	return latencyStats{
+		N: h.count(), P50: ms(h.quantile(0.5)), P90: ms(h.quantile(0.9)), P99: ms(h.quantile(0.99)),
+		P999: ms(h.quantile(0.999)), Max: ms(h.max), Mean: math.Round(h.mean()) / 1000,
+	}
+}
+
+func newBenchReport(o *benchOptions, base *config.Config) *benchReport {
+	r := &benchReport{
+		Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Brokers: base.Kafka.BootstrapServers,
+		Embedded: o.embedded, Delivery: o.delivery, Partitions: o.partitions,
+		ServiceTimeMs: ms(o.serviceTime.Microseconds()), IgnoreRate: o.ignoreRate, ErrorRate: o.errorRate,
+		TimeoutMs: ms(o.timeout.Microseconds()), PayloadBytes: o.payloadBytes, LingerMs: "5 (librdkafka's default)",
+	}
+	if o.embedded {
+		r.Brokers = "embedded"
+	}
+	for _, k := range []string{"linger.ms", "queue.buffering.max.ms"} {
+		if v, ok := base.Kafka.Properties[k]; ok {
+			r.LingerMs = v
+		}
+	}
+	if o.delivery == config.ExactlyOnce {
+		r.CommitIntervalMs = ms(base.Router.CommitInterval.D().Microseconds())
+	}
+	if o.stepUp {
+		r.Mode = "step_up"
+		r.StepUp = &stepUpSettings{
+			StartRate: o.startRate, Step: o.step, StepDurationS: o.stepDuration.Seconds(),
+			MaxP99Ms: ms(o.maxP99.Microseconds()), MaxLag: o.maxLag, MaxRate: o.maxRate,
+		}
+	} else {
+		r.Mode, r.RatePerS, r.DurationS = "fixed", o.rate, o.duration.Seconds()
+	}
+	r.Notes = append(r.Notes, "process CPU and RSS are of this one process: the router (or the baseline's forwarders), the agent, the load generator and the readers"+
+		map[bool]string{true: ", and the embedded broker", false: ""}[o.embedded])
+	return r
+}
+
+// report analyses the phase's rows once everything has stopped.
+func (ph *phase) report() *phaseReport {
+	const (
+		e2e = iota
+		e2eObs
+		reqDisp
+		respRes
+		pubAgent
+		agentRes
+		genLag
+		nHist
+	)
+	var h [nHist]histogram
+	pr := &phaseReport{
+		TopicPrefix: "bench." + ph.id + ".", LoadS: ph.loadEnd.Sub(ph.loadStart).Seconds(), DrainS: ph.drainTook.Seconds(),
+		SendErrors: ph.sendErrs.Load(), Duplicates: ph.dups.Load(), Outcomes: map[string]int64{},
+		PeakInFlight: ph.peakInFlight.Load(), RSSStartMiB: mib(ph.rssStart), RSSPeakMiB: mib(ph.peakRSS.Load()),
+		Steps: ph.steps, StopReason: ph.stopReason,
+	}
+	if s, ok := ph.firstErr.Load().(string); ok {
+		pr.FirstSendError = s
+	}
+	if pr.LoadS > 0 {
+		pr.ProcessCPUCores = math.Round((ph.cpuEnd-ph.cpuStart).Seconds()/pr.LoadS*100) / 100
+	}
+	pr.HostCPUBusy = math.Round(ph.hostEnd.busySince(ph.hostStart)*100) / 100
+	if ph.reg != nil {
+		v := ph.peakPending.Load()
+		pr.PeakPending = &v
+		pr.RouterMetrics = metricValues(ph.reg)
+	}
+	if ph.o.stepUp {
+		k := ph.knee
+		pr.KneePerS = &k
+	}
+
+	// Achieved throughput counts the results read in the load window after
+	// its first second (or fifth, if shorter): in a steady state that is the
+	// offered rate whatever the latency, and under overload the service rate.
+	skip := min(time.Second, ph.loadEnd.Sub(ph.loadStart)/5)
+	windowStart, windowEnd := ph.us(ph.loadStart.Add(skip)), ph.us(ph.loadEnd)
+	inWindow := func(us int32) bool { return us >= windowStart && us <= windowEnd }
+	answered, agentError := outcomeIndex[schemas.OutcomeAnswered], outcomeIndex[schemas.OutcomeAgentError]
+	stepHists := make([]histogram, len(ph.steps))
+	step := 0
+	var completed int64
+	for seq := range ph.released.Load() {
+		r := ph.rows.at(seq)
+		if r == nil {
+			continue
+		}
+		sent := int64(r.sent.Load())
+		if sent <= 0 {
+			continue
+		}
+		pr.Sent++
+		ign := ignored(seq, ph.o.ignoreRate)
+		if ign {
+			pr.Ignored++
+		}
+		req := int64(r.req.Load())
+		h[genLag].record(sent - int64(r.due.Load()))
+		if d := int64(r.disp.Load()); d > 0 {
+			h[reqDisp].record(d - req)
+			h[pubAgent].record(int64(r.dispSeen.Load()) - sent)
+		}
+		res := int64(r.res.Load())
+		if res == 0 {
+			switch {
+			case ph.kind == phaseRouter || !ign:
+				pr.Missing++
+			case inWindow(r.dispSeen.Load()):
+				completed++ // in the baseline an ignored intent's journey ends at the agent
+			}
+			continue
+		}
+		pr.Results++
+		oc := r.outcome.Load()
+		pr.Outcomes[string(intents.Outcomes[oc-1])]++
+		seen := int64(r.resSeen.Load())
+		if inWindow(int32(seen)) {
+			completed++
+		}
+		h[e2e].record(res - req)
+		h[e2eObs].record(seen - sent)
+		if resp := int64(r.resp.Load()); resp > 0 && (oc == answered || oc == agentError) {
+			h[respRes].record(res - resp)
+			h[agentRes].record(seen - int64(r.respSent.Load()))
+		}
+		due := r.due.Load()
+		for step < len(ph.steps) && due >= ph.steps[step].endUs {
+			step++
+		}
+		if step < len(ph.steps) && due >= ph.steps[step].startUs {
+			stepHists[step].record(res - req)
+		}
+	}
+	for i := range pr.Steps {
+		pr.Steps[i].SentP50Ms, pr.Steps[i].SentP99Ms = ms(stepHists[i].quantile(0.5)), ms(stepHists[i].quantile(0.99))
+	}
+	if pr.LoadS > 0 {
+		pr.OfferedPerS = math.Round(float64(pr.Sent+pr.SendErrors)/pr.LoadS*10) / 10
+		pr.AchievedPerS = math.Round(float64(completed)/(pr.LoadS-skip.Seconds())*10) / 10
+	}
+	pr.Latency = latencies{
+		EndToEnd: stats(&h[e2e]), EndToEndObserved: stats(&h[e2eObs]), RequestToDispatch: stats(&h[reqDisp]),
+		ResponseToResult: stats(&h[respRes]), PublishToAgent: stats(&h[pubAgent]), AgentToResult: stats(&h[agentRes]),
+		GeneratorLag: stats(&h[genLag]),
+	}
+	return pr
+}
+
+// metricValues flattens the router's counters and gauges (not zero) into
+// name{label="value",…} → value.
+func metricValues(g prometheus.Gatherer) map[string]float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				v = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			if v == 0 {
+				continue
+			}
+			name := mf.GetName()
+			if len(m.GetLabel()) > 0 {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
+				}
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// compare states the router's throughput as a fraction of the baseline's.
+func (r *benchReport) compare() {
+	if r.Router == nil || r.Baseline == nil {
+		return
+	}
+	if r.StepUp != nil {
+		if r.Baseline.KneePerS != nil && *r.Baseline.KneePerS > 0 {
+			f := math.Round(*r.Router.KneePerS / *r.Baseline.KneePerS * 100) / 100
+			r.Fraction, r.FractionBasis = &f, "knee"
+		}
+		return
+	}
+	if r.Baseline.AchievedPerS > 0 {
+		f := math.Round(r.Router.AchievedPerS/r.Baseline.AchievedPerS*100) / 100
+		r.Fraction, r.FractionBasis = &f, "achieved"
+		if r.Router.AchievedPerS >= 0.95*r.Router.OfferedPerS && r.Baseline.AchievedPerS >= 0.95*r.Baseline.OfferedPerS {
+			r.Notes = append(r.Notes, "both kept up with the offered rate, so the fraction says little about capacity: --step-up --baseline compares knees")
+		}
+	}
+}
+
+func (r *benchReport) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// msDuration prints milliseconds as a Go duration.
+func msDuration(v float64) string { return time.Duration(v * float64(time.Millisecond)).String() }
+
+// fmtMs prints a latency in ms with about three significant digits.
+func fmtMs(v float64) string {
+	d := 0
+	switch {
+	case v < 1:
+		d = 3
+	case v < 10:
+		d = 2
+	case v < 100:
+		d = 1
+	}
+	return strconv.FormatFloat(v, 'f', d, 64)
+}
+
+func (r *benchReport) writeTable(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "switchboard bench, %s\n", r.Date)
+	fmt.Fprintf(w, "machine  %d × %s, %d GiB, %s, Linux %s, %s\n", m.CPUs, m.Model, m.MemGiB, m.OS, m.Kernel, m.Go)
+	eos := ""
+	if r.CommitIntervalMs > 0 {
+		eos = fmt.Sprintf(" (commit interval %sms)", fmtMs(r.CommitIntervalMs))
+	}
+	fmt.Fprintf(w, "kafka    %s, %s%s, %d partitions, %s records, linger.ms %s\n", r.Brokers, r.Delivery, eos, r.Partitions, r.Encoding, r.LingerMs)
+	load := fmt.Sprintf("%v intents/s for %vs", r.RatePerS, r.DurationS)
+	if s := r.StepUp; s != nil {
+		load = fmt.Sprintf("step-up from %v/s by %v/s every %vs until p99 > %sms or lag > %s (at most %v/s)",
+			s.StartRate, s.Step, s.StepDurationS, fmtMs(s.MaxP99Ms), map[bool]string{true: "1s of the rate", false: strconv.FormatInt(s.MaxLag, 10)}[s.MaxLag == 0], s.MaxRate)
+	}
+	fmt.Fprintf(w, "load     %s, open loop; agent service time %s, ignore %v, errors %v; intent timeout %s; payload ~%d B\n\n",
+		load, msDuration(r.ServiceTimeMs), r.IgnoreRate, r.ErrorRate, msDuration(r.TimeoutMs), r.PayloadBytes)
+
+	phases := []*phaseReport{r.Router}
+	names := []string{phaseRouter}
+	if r.Baseline != nil {
+		phases, names = append(phases, r.Baseline), append(names, phaseBaseline)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(label string, f func(p *phaseReport) string) {
+		cells := []string{label}
+		for _, p := range phases {
+			cells = append(cells, f(p))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	row("", func(p *phaseReport) string { return names[slices.Index(phases, p)] })
+	row("offered (intents/s)", func(p *phaseReport) string { return strconv.FormatFloat(p.OfferedPerS, 'f', -1, 64) })
+	row("achieved (results/s)", func(p *phaseReport) string { return strconv.FormatFloat(p.AchievedPerS, 'f', -1, 64) })
+	if r.StepUp != nil {
+		row("knee (intents/s)", func(p *phaseReport) string { return strconv.FormatFloat(*p.KneePerS, 'f', -1, 64) })
+	}
+	row("sent", func(p *phaseReport) string { return strconv.FormatInt(p.Sent, 10) })
+	row("results", func(p *phaseReport) string { return strconv.FormatInt(p.Results, 10) })
+	row("missing", func(p *phaseReport) string { return strconv.FormatInt(p.Missing, 10) })
+	if r.Router.SendErrors > 0 || (r.Baseline != nil && r.Baseline.SendErrors > 0) {
+		row("send errors", func(p *phaseReport) string { return strconv.FormatInt(p.SendErrors, 10) })
+	}
+	if r.Router.Duplicates > 0 || (r.Baseline != nil && r.Baseline.Duplicates > 0) {
+		row("duplicate results", func(p *phaseReport) string { return strconv.FormatInt(p.Duplicates, 10) })
+	}
+	var outcomes []string
+	for _, p := range phases {
+		for o := range p.Outcomes {
+			if !slices.Contains(outcomes, o) {
+				outcomes = append(outcomes, o)
+			}
+		}
+	}
+	slices.Sort(outcomes)
+	for _, o := range outcomes {
+		row("outcome "+o, func(p *phaseReport) string { return strconv.FormatInt(p.Outcomes[o], 10) })
+	}
+	row("peak pending (router gauge)", func(p *phaseReport) string {
+		if p.PeakPending == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*p.PeakPending, 10)
+	})
+	row("peak in flight", func(p *phaseReport) string { return strconv.FormatInt(p.PeakInFlight, 10) })
+	row("process CPU (cores)", func(p *phaseReport) string { return strconv.FormatFloat(p.ProcessCPUCores, 'f', 2, 64) })
+	row("host CPU busy", func(p *phaseReport) string { return fmt.Sprintf("%.0f%%", p.HostCPUBusy*100) })
+	row("RSS at start / peak (MiB)", func(p *phaseReport) string {
+		return strconv.FormatFloat(p.RSSStartMiB, 'f', 0, 64) + " / " + strconv.FormatFloat(p.RSSPeakMiB, 'f', 0, 64)
+	})
+	_ = tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "latency (ms)\t\t%7s %7s %7s %7s %7s %7s\n", "n", "p50", "p90", "p99", "p99.9", "max")
+	for i, p := range phases {
+		l := p.Latency
+		for _, s := range []struct {
+			name string
+			st   latencyStats
+		}{
+			{"end to end (record timestamps)", l.EndToEnd},
+			{"end to end, observed", l.EndToEndObserved},
+			{"request → dispatch (record ts)", l.RequestToDispatch},
+			{"response → result (record ts)", l.ResponseToResult},
+			{"publish → agent, observed", l.PublishToAgent},
+			{"agent → result, observed", l.AgentToResult},
+			{"generator lag", l.GeneratorLag},
+		} {
+			fmt.Fprintf(tw, "%s\t%s\t%7d %7s %7s %7s %7s %7s\n", names[i], s.name, s.st.N,
+				fmtMs(s.st.P50), fmtMs(s.st.P90), fmtMs(s.st.P99), fmtMs(s.st.P999), fmtMs(s.st.Max))
+		}
+	}
+	_ = tw.Flush()
+
+	for i, p := range phases {
+		if len(p.Steps) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nstep-up (%s): knee %v intents/s; stopped: %s\n", names[i], *p.KneePerS, p.StopReason)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "rate/s\tsent\tresults\tachieved/s\tp99 ms\twithout result\theld\tits intents' p50/p99 ms\t")
+		for _, s := range p.Steps {
+			fmt.Fprintf(tw, "%v\t%d\t%d\t%.0f\t%s\t%d\t%s\t%s / %s\t\n", s.Rate, s.Released, s.Results, s.Achieved, fmtMs(s.LiveP99Ms), s.Lag,
+				map[bool]string{true: "yes", false: "no"}[s.Held], fmtMs(s.SentP50Ms), fmtMs(s.SentP99Ms))
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	if r.Fraction != nil {
+		fmt.Fprintf(w, "router throughput / baseline: %.2f (of the %s rates)\n", *r.Fraction, map[string]string{"knee": "knee", "achieved": "achieved"}[r.FractionBasis])
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
