@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -589,7 +590,12 @@ func runChaos(t *testing.T, bin, bootstrap string, o chaosOptions, v chaosVarian
 	stopWG.Wait()
 	if len(stuck) > 0 {
 		sort.Strings(stuck)
-		c.say("finding: %v did not stop within 30s of SIGTERM and were killed", stuck)
+		for _, p := range all {
+			if slices.Contains(stuck, p.name) {
+				t.Logf("goroutines of %s when it did not stop (SIGQUIT):\n%s", p.name, p.stacks())
+			}
+		}
+		t.Errorf("%v did not stop within 30s of SIGTERM (goroutine dumps above)", stuck)
 	}
 	stopWatching()
 

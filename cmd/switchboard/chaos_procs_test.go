@@ -97,8 +97,10 @@ func (p *proc) kill9() error {
 	}
 }
 
-// stop sends SIGTERM, waits up to grace, then SIGKILLs. It says whether the
-// process ended by itself within grace.
+// stop sends SIGTERM and waits up to grace. A process still running then
+// gets SIGQUIT, so that the Go runtime writes every goroutine's stack to its
+// log (where it hangs), and SIGKILL if that does not end it. stop says
+// whether the process ended by itself within grace.
 func (p *proc) stop(grace time.Duration) bool {
 	if !p.running() {
 		return true
@@ -110,8 +112,31 @@ func (p *proc) stop(grace time.Duration) bool {
 		return true
 	case <-time.After(grace):
 	}
-	_ = p.kill9()
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.kill9()
+	}
 	return false
+}
+
+// stacks returns, from the goroutine dump SIGQUIT left at the end of the
+// current incarnation's log, the goroutines that run Switchboard's code (the
+// whole dump stays in the log).
+func (p *proc) stacks() string {
+	log := p.current()
+	i := strings.Index(log, "\ngoroutine ")
+	if i < 0 {
+		return "(no goroutine dump in " + p.logPath + ")"
+	}
+	var keep []string
+	for _, g := range strings.Split(log[i+1:], "\n\n") {
+		if strings.Contains(g, "github.com/switchboard-mcp/") {
+			keep = append(keep, g)
+		}
+	}
+	return strings.Join(keep, "\n\n") + "\n(the whole dump is in " + p.logPath + ")"
 }
 
 // log returns the log of every incarnation.
