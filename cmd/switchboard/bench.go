@@ -9,8 +9,10 @@ import (
 	"io"
 	"maps"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -39,6 +41,7 @@ type benchOptions struct {
 	embedded     bool
 	payloadBytes int
 	keepTopics   bool
+	cpuProfile   string
 }
 
 // benchLimit bounds a phase: every time the bench keeps is in int32
@@ -102,6 +105,7 @@ broker (no Kafka needed; its CPU then counts as the process's).`, `  switchboard
 	fs.StringVar(&o.delivery, "delivery", "", "the router's delivery `guarantee`: exactly_once or at_least_once (default: the config's router.delivery, exactly_once)")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 100, "approximate size of each intent's payload, in `bytes`")
 	fs.BoolVar(&o.keepTopics, "keep-topics", false, "leave the bench's topics and consumer groups on the cluster")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the router's load to this `file` (go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -362,10 +366,28 @@ func (ph *phase) takeStep() (p99 int64, n uint64) {
 
 func (ph *phase) markStart(now time.Time) {
 	ph.loadStart, ph.cpuStart, ph.hostStart = now, cpuTime(), readHostCPU()
+	if ph.o.cpuProfile != "" && ph.kind == phaseRouter {
+		f, err := os.Create(ph.o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(ph.stderr, "bench: no CPU profile: %v\n", err)
+			return
+		}
+		ph.profile = f
+	}
 }
 
 func (ph *phase) markEnd(now time.Time) {
 	ph.loadEnd, ph.cpuEnd, ph.hostEnd = now, cpuTime(), readHostCPU()
+	if ph.profile != nil {
+		pprof.StopCPUProfile()
+		if err := ph.profile.Close(); err != nil {
+			fmt.Fprintf(ph.stderr, "bench: writing the CPU profile: %v\n", err)
+		}
+		ph.profile = nil
+	}
 }
 
 // progress prints one line: elapsed, rate, sent, results, in flight, p99

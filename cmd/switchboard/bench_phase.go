@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,7 @@ type phase struct {
 
 	loadStart, loadEnd time.Time // the load window (set by the load)
 	cpuStart, cpuEnd   time.Duration
+	profile            *os.File // --cpuprofile, while the load runs
 	hostStart, hostEnd hostCPU
 	drainStart         time.Time
 	drainTook          time.Duration

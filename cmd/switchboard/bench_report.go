@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -59,30 +60,31 @@ type stepUpSettings struct {
 
 // phaseReport is one phase's figures. Latencies are in milliseconds.
 type phaseReport struct {
-	TopicPrefix     string             `json:"topic_prefix"`
-	OfferedPerS     float64            `json:"offered_per_s"`
-	AchievedPerS    float64            `json:"achieved_per_s"` // results read per second of the load window, after its first second (baseline: ignored intents count when the agent read them)
-	LoadS           float64            `json:"load_s"`
-	DrainS          float64            `json:"drain_s"`
-	Sent            int64              `json:"sent"`
-	SendErrors      int64              `json:"send_errors"`
-	FirstSendError  string             `json:"first_send_error,omitempty"`
-	Results         int64              `json:"results"`
-	Missing         int64              `json:"missing"`    // sent, and no result when the drain ended
-	Duplicates      int64              `json:"duplicates"` // results beyond an intent's first
-	Ignored         int64              `json:"ignored"`    // sent asking the agent not to answer
-	Outcomes        map[string]int64   `json:"outcomes"`
-	Latency         latencies          `json:"latency_ms"`
-	PeakPending     *int64             `json:"peak_pending,omitempty"` // the router's switchboard_intents_pending
-	PeakInFlight    int64              `json:"peak_in_flight"`         // sent without a result, sampled every 100ms
-	ProcessCPUCores float64            `json:"process_cpu_cores"`      // CPU seconds per second of the load window
-	HostCPUBusy     float64            `json:"host_cpu_busy"`          // fraction of all the machine's cores
-	RSSStartMiB     float64            `json:"rss_start_mib"`
-	RSSPeakMiB      float64            `json:"rss_peak_mib"`
-	RouterMetrics   map[string]float64 `json:"router_metrics,omitempty"`
-	Steps           []stepReport       `json:"steps,omitempty"`
-	KneePerS        *float64           `json:"knee_per_s,omitempty"`
-	StopReason      string             `json:"stop_reason,omitempty"`
+	TopicPrefix     string                  `json:"topic_prefix"`
+	OfferedPerS     float64                 `json:"offered_per_s"`
+	AchievedPerS    float64                 `json:"achieved_per_s"` // results read per second of the load window, after its first second (baseline: ignored intents count when the agent read them)
+	LoadS           float64                 `json:"load_s"`
+	DrainS          float64                 `json:"drain_s"`
+	Sent            int64                   `json:"sent"`
+	SendErrors      int64                   `json:"send_errors"`
+	FirstSendError  string                  `json:"first_send_error,omitempty"`
+	Results         int64                   `json:"results"`
+	Missing         int64                   `json:"missing"`    // sent, and no result when the drain ended
+	Duplicates      int64                   `json:"duplicates"` // results beyond an intent's first
+	Ignored         int64                   `json:"ignored"`    // sent asking the agent not to answer
+	Outcomes        map[string]int64        `json:"outcomes"`
+	Latency         latencies               `json:"latency_ms"`
+	ByOutcome       map[string]latencyStats `json:"end_to_end_by_outcome_ms"` // end to end (record timestamps), per outcome
+	PeakPending     *int64                  `json:"peak_pending,omitempty"`   // the router's switchboard_intents_pending
+	PeakInFlight    int64                   `json:"peak_in_flight"`           // sent without a result, sampled every 100ms
+	ProcessCPUCores float64                 `json:"process_cpu_cores"`        // CPU seconds per second of the load window
+	HostCPUBusy     float64                 `json:"host_cpu_busy"`            // fraction of all the machine's cores
+	RSSStartMiB     float64                 `json:"rss_start_mib"`
+	RSSPeakMiB      float64                 `json:"rss_peak_mib"`
+	RouterMetrics   map[string]float64      `json:"router_metrics,omitempty"`
+	Steps           []stepReport            `json:"steps,omitempty"`
+	KneePerS        *float64                `json:"knee_per_s,omitempty"`
+	StopReason      string                  `json:"stop_reason,omitempty"`
 }
 
 // latencies are the bench's latency figures. Those from record timestamps
@@ -178,6 +180,7 @@ func (ph *phase) report() *phaseReport {
 		nHist
 	)
 	var h [nHist]histogram
+	byOutcome := make([]histogram, len(intents.Outcomes))
 	pr := &phaseReport{
 		TopicPrefix: "bench." + ph.id + ".", LoadS: ph.loadEnd.Sub(ph.loadStart).Seconds(), DrainS: ph.drainTook.Seconds(),
 		SendErrors: ph.sendErrs.Load(), Duplicates: ph.dups.Load(), Outcomes: map[string]int64{},
@@ -249,6 +252,7 @@ func (ph *phase) report() *phaseReport {
 			completed++
 		}
 		h[e2e].record(res - req)
+		byOutcome[oc-1].record(res - req)
 		h[e2eObs].record(seen - sent)
 		if resp := int64(r.resp.Load()); resp > 0 && (oc == answered || oc == agentError) {
 			h[respRes].record(res - resp)
@@ -269,6 +273,12 @@ func (ph *phase) report() *phaseReport {
 		pr.OfferedPerS = math.Round(float64(pr.Sent+pr.SendErrors)/pr.LoadS*10) / 10
 		pr.AchievedPerS = math.Round(float64(completed)/(pr.LoadS-skip.Seconds())*10) / 10
 	}
+	pr.ByOutcome = map[string]latencyStats{}
+	for i := range byOutcome {
+		if byOutcome[i].count() > 0 {
+			pr.ByOutcome[string(intents.Outcomes[i])] = stats(&byOutcome[i])
+		}
+	}
 	pr.Latency = latencies{
 		EndToEnd: stats(&h[e2e]), EndToEndObserved: stats(&h[e2eObs]), RequestToDispatch: stats(&h[reqDisp]),
 		ResponseToResult: stats(&h[respRes]), PublishToAgent: stats(&h[pubAgent]), AgentToResult: stats(&h[agentRes]),
@@ -278,7 +288,8 @@ func (ph *phase) report() *phaseReport {
 }
 
 // metricValues flattens the router's counters and gauges (not zero) into
-// name{label="value",…} → value.
+// name{label="value",…} → value, and its histograms into their _count and
+// _sum.
 func metricValues(g prometheus.Gatherer) map[string]float64 {
 	mfs, err := g.Gather()
 	if err != nil {
@@ -287,27 +298,28 @@ func metricValues(g prometheus.Gatherer) map[string]float64 {
 	out := map[string]float64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			var v float64
+			labels := ""
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+strconv.Quote(l.GetValue()))
+				}
+				labels = "{" + strings.Join(ls, ",") + "}"
+			}
+			put := func(name string, v float64) {
+				if v != 0 {
+					out[name+labels] = v
+				}
+			}
 			switch {
 			case m.GetCounter() != nil:
-				v = m.GetCounter().GetValue()
+				put(mf.GetName(), m.GetCounter().GetValue())
 			case m.GetGauge() != nil:
-				v = m.GetGauge().GetValue()
-			default:
-				continue
+				put(mf.GetName(), m.GetGauge().GetValue())
+			case m.GetHistogram() != nil:
+				put(mf.GetName()+"_count", float64(m.GetHistogram().GetSampleCount()))
+				put(mf.GetName()+"_sum", m.GetHistogram().GetSampleSum())
 			}
-			if v == 0 {
-				continue
-			}
-			name := mf.GetName()
-			if len(m.GetLabel()) > 0 {
-				var labels []string
-				for _, l := range m.GetLabel() {
-					labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
-				}
-				name += "{" + strings.Join(labels, ",") + "}"
-			}
-			out[name] = v
 		}
 	}
 	return out
@@ -447,6 +459,13 @@ func (r *benchReport) writeTable(w io.Writer) {
 		} {
 			fmt.Fprintf(tw, "%s\t%s\t%7d %7s %7s %7s %7s %7s\n", names[i], s.name, s.st.N,
 				fmtMs(s.st.P50), fmtMs(s.st.P90), fmtMs(s.st.P99), fmtMs(s.st.P999), fmtMs(s.st.Max))
+		}
+		if len(p.ByOutcome) > 1 {
+			for _, o := range slices.Sorted(maps.Keys(p.ByOutcome)) {
+				st := p.ByOutcome[o]
+				fmt.Fprintf(tw, "%s\t%s\t%7d %7s %7s %7s %7s %7s\n", names[i], "end to end, "+o, st.N,
+					fmtMs(st.P50), fmtMs(st.P90), fmtMs(st.P99), fmtMs(st.P999), fmtMs(st.Max))
+			}
 		}
 	}
 	_ = tw.Flush()
