@@ -6,12 +6,11 @@ import (
 )
 
 // histogram is a log-linear histogram of non-negative integers (the bench
-// records microseconds): values below 2^(histSubBits+1) have a bucket each,
-// larger ones share a bucket with the values of the same top histSubBits+1
-// bits, so a reported value is within 0.1 % of the recorded one (and below
-// it, never above). 2,048 µs and below are exact, and so are multiples of
-// 1,000 µs (the record timestamps' millisecond) below 16,384 µs. Values
-// above histMax are counted as histMax.
+// records milliseconds from record timestamps and microseconds from its own
+// clock): values up to 2^(histSubBits+1)-1 = 2,047 have a bucket each, larger
+// ones share a bucket with the values of the same top histSubBits+1 bits, so
+// a reported value is within 0.1 % of the recorded one (and below it, never
+// above). Values above histMax are counted as histMax.
 //
 // A histogram is not safe for concurrent use; the zero value is empty.
 type histogram struct {
@@ -24,7 +23,7 @@ type histogram struct {
 const (
 	histSubBits  = 10
 	histSubCount = 1 << histSubBits
-	histMax      = 1<<36 - 1 // µs: 19 hours
+	histMax      = 1<<36 - 1 // 19 hours in µs
 )
 
 // histIndex is the bucket of v (0 <= v <= histMax).

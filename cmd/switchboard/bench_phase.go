@@ -122,7 +122,7 @@ type phase struct {
 	stopReason         string       // --step-up: why it stopped
 
 	mu   sync.Mutex // guards live and step
-	live histogram  // end to end (record timestamps), every result so far
+	live histogram  // end to end (record timestamps, ms), every result so far
 	step histogram  // the same, results of the current step
 
 	reg          *prometheus.Registry // the router's metrics (router phase only)
@@ -481,7 +481,7 @@ func (ph *phase) onResult(rec *router.Record) error {
 	r.res.Store(ph.msTs(rec.TimestampMs))
 	r.resSeen.Store(ph.us(now))
 	ph.results.Add(1)
-	e2e := int64(r.res.Load()) - int64(r.req.Load())
+	e2e := (int64(r.res.Load()) - int64(r.req.Load())) / 1000 // whole ms
 	ph.mu.Lock()
 	ph.live.record(e2e)
 	ph.step.record(e2e)

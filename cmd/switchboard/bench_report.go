@@ -128,12 +128,21 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 
 func mib(b int64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
 
-func stats(h *histogram) latencyStats {
+// stats summarises a histogram of milliseconds (msPerUnit 1: the record
+// timestamps' differences, exact up to 2,048 ms) or of microseconds
+// (msPerUnit 0.001: what this process's clock observed).
+func stats(h *histogram, msPerUnit float64) latencyStats {
+	q := func(v int64) float64 { return float64(v) * msPerUnit }
 	return latencyStats{
-		N: h.count(), P50: ms(h.quantile(0.5)), P90: ms(h.quantile(0.9)), P99: ms(h.quantile(0.99)),
-		P999: ms(h.quantile(0.999)), Max: ms(h.max), Mean: math.Round(h.mean()) / 1000,
+		N: h.count(), P50: q(h.quantile(0.5)), P90: q(h.quantile(0.9)), P99: q(h.quantile(0.99)),
+		P999: q(h.quantile(0.999)), Max: q(h.max), Mean: math.Round(h.mean()*msPerUnit*1000) / 1000,
 	}
 }
+
+const (
+	msUnits = 1     // a histogram of milliseconds
+	usUnits = 0.001 // a histogram of microseconds
+)
 
 func newBenchReport(o *benchOptions, base *config.Config) *benchReport {
 	r := &benchReport{
@@ -231,7 +240,7 @@ func (ph *phase) report() *phaseReport {
 		req := int64(r.req.Load())
 		h[genLag].record(sent - int64(r.due.Load()))
 		if d := int64(r.disp.Load()); d > 0 {
-			h[reqDisp].record(d - req)
+			h[reqDisp].record((d - req) / 1000)
 			h[pubAgent].record(int64(r.dispSeen.Load()) - sent)
 		}
 		res := int64(r.res.Load())
@@ -251,11 +260,11 @@ func (ph *phase) report() *phaseReport {
 		if inWindow(int32(seen)) {
 			completed++
 		}
-		h[e2e].record(res - req)
-		byOutcome[oc-1].record(res - req)
+		h[e2e].record((res - req) / 1000)
+		byOutcome[oc-1].record((res - req) / 1000)
 		h[e2eObs].record(seen - sent)
 		if resp := int64(r.resp.Load()); resp > 0 && (oc == answered || oc == agentError) {
-			h[respRes].record(res - resp)
+			h[respRes].record((res - resp) / 1000)
 			h[agentRes].record(seen - int64(r.respSent.Load()))
 		}
 		due := r.due.Load()
@@ -263,11 +272,11 @@ func (ph *phase) report() *phaseReport {
 			step++
 		}
 		if step < len(ph.steps) && due >= ph.steps[step].startUs {
-			stepHists[step].record(res - req)
+			stepHists[step].record((res - req) / 1000)
 		}
 	}
 	for i := range pr.Steps {
-		pr.Steps[i].SentP50Ms, pr.Steps[i].SentP99Ms = ms(stepHists[i].quantile(0.5)), ms(stepHists[i].quantile(0.99))
+		pr.Steps[i].SentP50Ms, pr.Steps[i].SentP99Ms = float64(stepHists[i].quantile(0.5)), float64(stepHists[i].quantile(0.99))
 	}
 	if pr.LoadS > 0 {
 		pr.OfferedPerS = math.Round(float64(pr.Sent+pr.SendErrors)/pr.LoadS*10) / 10
@@ -276,13 +285,14 @@ func (ph *phase) report() *phaseReport {
 	pr.ByOutcome = map[string]latencyStats{}
 	for i := range byOutcome {
 		if byOutcome[i].count() > 0 {
-			pr.ByOutcome[string(intents.Outcomes[i])] = stats(&byOutcome[i])
+			pr.ByOutcome[string(intents.Outcomes[i])] = stats(&byOutcome[i], msUnits)
 		}
 	}
 	pr.Latency = latencies{
-		EndToEnd: stats(&h[e2e]), EndToEndObserved: stats(&h[e2eObs]), RequestToDispatch: stats(&h[reqDisp]),
-		ResponseToResult: stats(&h[respRes]), PublishToAgent: stats(&h[pubAgent]), AgentToResult: stats(&h[agentRes]),
-		GeneratorLag: stats(&h[genLag]),
+		EndToEnd: stats(&h[e2e], msUnits), EndToEndObserved: stats(&h[e2eObs], usUnits),
+		RequestToDispatch: stats(&h[reqDisp], msUnits), ResponseToResult: stats(&h[respRes], msUnits),
+		PublishToAgent: stats(&h[pubAgent], usUnits), AgentToResult: stats(&h[agentRes], usUnits),
+		GeneratorLag: stats(&h[genLag], usUnits),
 	}
 	return pr
 }

@@ -33,9 +33,9 @@ func TestBenchHistogramPercentiles(t *testing.T) {
 		t.Errorf("1..100: count %d, mean %v, min %d, max %d", h.count(), h.mean(), h.min, h.max)
 	}
 
-	// 1,000..100,000 µs in steps of 1,000 (what millisecond record
-	// timestamps give): exact below 16,384 µs; above, the low end of a
-	// bucket of 2^shift values, shift = bit length - 11.
+	// 1,000..100,000 in steps of 1,000: exact below 2,048, and above
+	// while the low shift bits are zero; else the low end of a bucket of
+	// 2^shift values, shift = bit length - 11.
 	var ms histogram
 	for v := int64(1000); v <= 100_000; v += 1000 {
 		ms.record(v)
@@ -44,7 +44,7 @@ func TestBenchHistogramPercentiles(t *testing.T) {
 		q    float64
 		want int64
 	}{
-		{0.1, 10_000},  // 10,000 < 16,384: exact
+		{0.1, 10_000},  // 10,000 = 1250 << 3 (14 bits, shift 3): exact
 		{0.16, 16_000}, // 16,000 = 2000 << 3 (14 bits, shift 3): exact
 		{0.5, 49_984},  // 50,000: 16 bits, shift 5; 50,000>>5 = 1562; 1562<<5 = 49,984
 		{0.99, 98_944}, // 99,000: 17 bits, shift 6; 99,000>>6 = 1546; 1546<<6 = 98,944
@@ -222,7 +222,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "--rate", "0"}, 1, "--rate 0 must be more than 0"},
 		{[]string{"bench", "--embedded", "--brokers", "x:1"}, 1, "do not go together"},
 		{[]string{"bench", "--delivery", "maybe"}, 1, `--delivery "maybe"`},
-		{[]string{"bench", "--duration", "2h"}, 1, "at most 30m0s"},
+		{[]string{"bench", "--duration", "2h"}, 1, "at most 25m0s"},
 		{[]string{"bench", "--step-up", "--step", "1", "--max-rate", "100000"}, 1, "raise --step"},
 		{[]string{"bench", "--bogus"}, 2, "flag provided but not defined"},
 	} {
