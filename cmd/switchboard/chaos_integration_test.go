@@ -44,6 +44,21 @@ import (
 //	CHAOS_BROKER_DOWN           how long the broker stays down beyond its stop and start (default 0)
 //	CHAOS_SEED                  seed of the victims' choice (default: random, printed)
 //	CHAOS_LOG_DIR               keep the processes' logs there (default: a temporary directory)
+//
+// For example, both variants at full size against the broker kafka.sh runs:
+//
+//	eval "$(deploy/kafka/kafka.sh up)"
+//	SWITCHBOARD_CHAOS=1 go test -tags integration -run TestChaosExactlyOnce -v -timeout 20m ./cmd/switchboard
+//
+// and a quick check of the harness, no kills, at_least_once (it must pass):
+//
+//	SWITCHBOARD_CHAOS=1 CHAOS_DELIVERY=at_least_once CHAOS_INTENTS=2000 CHAOS_DURATION=10s \
+//	  CHAOS_KILL_EVERY=0 CHAOS_BROKER_RESTART=false go test -tags integration -run TestChaosExactlyOnce -v ./cmd/switchboard
+//
+// The broker-restart variant restarts the broker with deploy/kafka/kafka.sh
+// (KAFKA_PORT is taken from KAFKA_BOOTSTRAP; KAFKA_CONTROLLER_PORT and
+// SWITCHBOARD_KAFKA_DIR from the environment), so it needs the broker that
+// script runs, and stops every other client of it for a few seconds.
 type chaosOptions struct {
 	delivery  string
 	intents   int
