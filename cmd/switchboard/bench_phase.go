@@ -125,10 +125,12 @@ type phase struct {
 	live histogram  // end to end (record timestamps, ms), every result so far
 	step histogram  // the same, results of the current step
 
-	reg          *prometheus.Registry // the router's metrics (router phase only)
-	peakPending  atomic.Int64
-	peakInFlight atomic.Int64
-	peakRSS      atomic.Int64
+	reg           *prometheus.Registry // the router's metrics (router phase only)
+	peakPending   atomic.Int64
+	samples       atomic.Int64 // of the router's gauges, every 100ms
+	pausedSamples atomic.Int64 // … in which switchboard_fetch_paused was 1
+	peakInFlight  atomic.Int64
+	peakRSS       atomic.Int64
 }
 
 func newPhase(kind, id string, o *benchOptions, cfg *config.Config, codec *schemas.Codec, stderr io.Writer, log *slog.Logger) *phase {
@@ -530,8 +532,11 @@ func (ph *phase) sample(ctx context.Context) error {
 		case <-t.Chan():
 		}
 		if ph.reg != nil {
-			if v, ok := gaugeValue(ph.reg, "switchboard_intents_pending"); ok {
-				storeMax(&ph.peakPending, int64(v))
+			g := gaugeValues(ph.reg)
+			storeMax(&ph.peakPending, int64(g["switchboard_intents_pending"]))
+			ph.samples.Add(1)
+			if g["switchboard_fetch_paused"] > 0 {
+				ph.pausedSamples.Add(1)
 			}
 		}
 		storeMax(&ph.peakInFlight, ph.inFlight())
@@ -554,18 +559,19 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// gaugeValue reads the first series of a metric from g.
-func gaugeValue(g prometheus.Gatherer, name string) (float64, bool) {
+// gaugeValues reads the gauges of g that have one series.
+func gaugeValues(g prometheus.Gatherer) map[string]float64 {
+	out := map[string]float64{}
 	mfs, err := g.Gather()
 	if err != nil {
-		return 0, false
+		return out
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		if ms := mf.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
+			out[mf.GetName()] = ms[0].GetGauge().GetValue()
 		}
 	}
-	return 0, false
+	return out
 }
 
 // benchAgent is a demo agent (client.DemoHandler: the service time, the

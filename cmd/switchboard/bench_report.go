@@ -74,11 +74,12 @@ type phaseReport struct {
 	Ignored         int64                   `json:"ignored"`    // sent asking the agent not to answer
 	Outcomes        map[string]int64        `json:"outcomes"`
 	Latency         latencies               `json:"latency_ms"`
-	ByOutcome       map[string]latencyStats `json:"end_to_end_by_outcome_ms"` // end to end (record timestamps), per outcome
-	PeakPending     *int64                  `json:"peak_pending,omitempty"`   // the router's switchboard_intents_pending
-	PeakInFlight    int64                   `json:"peak_in_flight"`           // sent without a result, sampled every 100ms
-	ProcessCPUCores float64                 `json:"process_cpu_cores"`        // CPU seconds per second of the load window
-	HostCPUBusy     float64                 `json:"host_cpu_busy"`            // fraction of all the machine's cores
+	ByOutcome       map[string]latencyStats `json:"end_to_end_by_outcome_ms"`     // end to end (record timestamps), per outcome
+	PeakPending     *int64                  `json:"peak_pending,omitempty"`       // the router's switchboard_intents_pending
+	FetchPaused     *float64                `json:"fetch_paused_share,omitempty"` // of the 100ms samples in which the router had paused fetching
+	PeakInFlight    int64                   `json:"peak_in_flight"`               // sent without a result, sampled every 100ms
+	ProcessCPUCores float64                 `json:"process_cpu_cores"`            // CPU seconds per second of the load window
+	HostCPUBusy     float64                 `json:"host_cpu_busy"`                // fraction of all the machine's cores
 	RSSStartMiB     float64                 `json:"rss_start_mib"`
 	RSSPeakMiB      float64                 `json:"rss_peak_mib"`
 	RouterMetrics   map[string]float64      `json:"router_metrics,omitempty"`
@@ -206,6 +207,10 @@ func (ph *phase) report() *phaseReport {
 	if ph.reg != nil {
 		v := ph.peakPending.Load()
 		pr.PeakPending = &v
+		if n := ph.samples.Load(); n > 0 {
+			f := math.Round(float64(ph.pausedSamples.Load())/float64(n)*1000) / 1000
+			pr.FetchPaused = &f
+		}
 		pr.RouterMetrics = metricValues(ph.reg)
 	}
 	if ph.o.stepUp {
@@ -441,6 +446,12 @@ func (r *benchReport) writeTable(w io.Writer) {
 			return "-"
 		}
 		return strconv.FormatInt(*p.PeakPending, 10)
+	})
+	row("fetch paused (share of samples)", func(p *phaseReport) string {
+		if p.FetchPaused == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", *p.FetchPaused*100)
 	})
 	row("peak in flight", func(p *phaseReport) string { return strconv.FormatInt(p.PeakInFlight, 10) })
 	row("process CPU (cores)", func(p *phaseReport) string { return strconv.FormatFloat(p.ProcessCPUCores, 'f', 2, 64) })
