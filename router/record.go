@@ -68,8 +68,13 @@ type Source interface {
 	Poll(timeoutMs int) any
 	// OnRevoke sets a function that Poll calls when partitions are about to
 	// be revoked, before they are given up: the router commits its work on
-	// them there.
-	OnRevoke(func([]TopicPartition))
+	// them there. lost says the partitions were lost (the session timed out,
+	// or the member was fenced): another member may own them already, so
+	// nothing may be committed for them.
+	OnRevoke(func(tps []TopicPartition, lost bool))
+	// AssignmentLost reports whether the consumer has lost its partitions
+	// without a revocation yet (session timeout, fencing).
+	AssignmentLost() bool
 	// StoreOffset marks offset (the next offset to read) of a partition for
 	// the next automatic commit (at_least_once).
 	StoreOffset(tp TopicPartition, offset int64) error

@@ -300,3 +300,34 @@ func TestDuplicateAfterTakeoverIsNotDispatchedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestLostAssignmentIsNeverCommitted: once the group has moved on without
+// this instance (its session timed out, or it was fenced), what it did since
+// is aborted, never committed: another instance redoes it.
+func TestLostAssignmentIsNeverCommitted(t *testing.T) {
+	h := start(t, testConfig, config.ExactlyOnce)
+	h.settle()
+	h.src.LoseAssignment()
+	h.request("lost-1", "echo", `{}`)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, aborts, _ := h.tx.Counts(); aborts > 0 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-h.ctx.Done():
+			t.Fatal("nothing was aborted after the assignment was lost")
+		}
+	}
+	h.src.Push(router.Revoked{{Topic: requests}, {Topic: responses}})
+	h.src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	h.settle()
+	if n := h.sink.Count(echoTopic); n != 0 {
+		t.Fatalf("a dispatch made after the assignment was lost was committed (%d)", n)
+	}
+	if got := h.counter("switchboard_transactions_total", "result", "aborted"); got < 1 {
+		t.Fatalf("aborted transactions = %v", got)
+	}
+}

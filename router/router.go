@@ -99,9 +99,11 @@ type healthState struct{ err error }
 
 func (r *Router) setHealth(err error) { r.health.Store(&healthState{err}) }
 
-// revokeReq asks the event loop to commit and forget partitions.
+// revokeReq asks the event loop to commit (or, when lost, abort) and forget
+// partitions.
 type revokeReq struct {
 	tps  []TopicPartition
+	lost bool
 	done chan struct{}
 }
 
@@ -209,7 +211,7 @@ func (r *Router) Run(ctx context.Context) error {
 		case <-waitDone:
 			waiting = false
 		case req := <-r.revokes:
-			r.revoke(req.tps)
+			r.revoke(req.tps, req.lost)
 			close(req.done)
 		}
 	}
@@ -276,11 +278,17 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case a := <-acks:
 			r.ack(a)
 		case req := <-r.revokes:
-			r.revoke(req.tps)
+			r.revoke(req.tps, req.lost)
 			close(req.done)
 		case fa := <-r.feed:
 			r.engine.onFallbackAnswer(fa)
 		case <-ticker.Chan():
+			// Records already polled go first: a response waiting in the
+			// queue (say, behind a slow commit) must pair before its
+			// intent's timer fires.
+			for n := len(r.events); n > 0; n-- {
+				r.handle(<-r.events)
+			}
 			r.onTick()
 		case <-commits:
 			r.commit()
@@ -442,6 +450,13 @@ func (r *Router) commit() {
 	if !r.txOpen && !r.dirty {
 		return
 	}
+	if r.src.AssignmentLost() {
+		// The group has moved on without this member (session timeout,
+		// fencing): a commit now might not be fenced, and another member may
+		// already be redoing this work. Drop it; the revocation follows.
+		r.abandon("assignment lost")
+		return
+	}
 	offsets := make(map[TopicPartition]int64, len(r.positions))
 	for tp, off := range r.positions {
 		if r.assigned[tp] {
@@ -464,12 +479,14 @@ func (r *Router) commit() {
 		r.txFailed(&TxnError{Err: err, Abortable: true})
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Bounded: the loop waits here, and a commit that cannot finish in this
+	// time is better aborted and redone.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for try := 1; ; try++ {
 		err = r.tx.Commit(ctx, offsets, group)
 		var te *TxnError
-		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 {
+		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
 			break
 		}
 	}
@@ -518,11 +535,36 @@ func (r *Router) txFailed(err error) {
 	}
 }
 
+// abandon aborts the open transaction and forgets every owned partition's
+// state, without rewinding: the partitions are being taken away.
+func (r *Router) abandon(why string) {
+	r.m.transactions.WithLabelValues("aborted").Inc()
+	r.opts.log.Warn("abandoning the open transaction", "reason", why)
+	if r.txOpen {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.tx.Abort(ctx)
+		cancel()
+		var te *TxnError
+		if err != nil && errors.As(err, &te) && te.Fatal {
+			if rerr := r.tx.Reset(); rerr != nil {
+				r.fail(fmt.Errorf("router: replacing the transactional producer: %w", rerr))
+			}
+		}
+	}
+	r.txOpen, r.dirty = false, false
+	r.engine.resolved.rollback()
+	for tp := range r.assigned {
+		if tp.Topic == r.cfg.Topics.Requests {
+			r.engine.forgetPartition(tp.Partition)
+		}
+	}
+}
+
 // onRevoke runs in the poll goroutine, inside the Source's rebalance
 // handling: it waits until the loop has committed and forgotten the
 // partitions, so their next owner starts from this instance's last work.
-func (r *Router) onRevoke(tps []TopicPartition) {
-	req := revokeReq{tps: tps, done: make(chan struct{})}
+func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
+	req := revokeReq{tps: tps, lost: lost, done: make(chan struct{})}
 	select {
 	case r.revokes <- req:
 		<-req.done
@@ -530,9 +572,13 @@ func (r *Router) onRevoke(tps []TopicPartition) {
 	}
 }
 
-func (r *Router) revoke(tps []TopicPartition) {
+func (r *Router) revoke(tps []TopicPartition, lost bool) {
 	if r.tx != nil {
-		r.commit()
+		if lost {
+			r.abandon("partitions lost")
+		} else {
+			r.commit()
+		}
 	}
 	forgot := 0
 	for _, tp := range tps {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/intents/client"
@@ -24,14 +27,73 @@ type node struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	codec   *schemas.Codec
-	router  *router.Router
 	api     *api.Server
 	results *api.Results
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 
 	instanceID string
+	router     atomic.Pointer[router.Router]
+	routerReg  atomic.Pointer[prometheus.Registry] // the current router's metrics
 }
+
+// newRouter builds a router (a new Kafka consumer and producer) and makes it
+// the node's current one.
+func (n *node) newRouter() error {
+	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, n.cfg, n.codec)
+	if err != nil {
+		return err
+	}
+	n.instanceID = instanceID
+	reg := prometheus.NewRegistry()
+	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg))
+	r, err := router.New(n.cfg, n.codec, src, sink, ropts...)
+	if err != nil {
+		_ = src.Close()
+		_ = sink.Close()
+		return err
+	}
+	n.routerReg.Store(reg)
+	n.router.Store(r)
+	return nil
+}
+
+// runRouter runs the router until ctx ends. When it stops on a fatal Kafka
+// error (librdkafka can fence a static member after a long broker outage, and
+// such a client never recovers), a new router with new clients takes over,
+// after a backoff: the process keeps serving instead of hanging or exiting.
+func (n *node) runRouter(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := n.router.Load().Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fatal *router.FatalError
+		if !errors.As(err, &fatal) {
+			return err
+		}
+		wait := min(time.Second<<min(attempt, 5), 30*time.Second)
+		n.log.Error("the router stopped on a fatal Kafka error; starting a new one", "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		for err := n.newRouter(); err != nil; err = n.newRouter() {
+			n.log.Error("starting a new router", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
+// gathererFunc adapts a function to prometheus.Gatherer.
+type gathererFunc func() ([]*dto.MetricFamily, error)
+
+func (f gathererFunc) Gather() ([]*dto.MetricFamily, error) { return f() }
 
 func settingsOf(cfg *config.Config, clientID string) kafkaio.Settings {
 	return kafkaio.Settings{Bootstrap: cfg.Kafka.BootstrapServers, Properties: cfg.Kafka.Properties, ClientID: clientID}
@@ -61,26 +123,20 @@ func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
 	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, cfg, codec)
-	if err != nil {
+	if err := n.newRouter(); err != nil {
 		return nil, err
 	}
-	n.instanceID = instanceID
-	ropts = append(ropts, router.WithLogger(log.With("instance", instanceID)), router.WithRegisterer(reg))
-	n.router, err = router.New(cfg, codec, src, sink, ropts...)
-	if err != nil {
-		_ = src.Close()
-		_ = sink.Close()
-		return nil, err
-	}
+	gatherer := gathererFunc(func() ([]*dto.MetricFamily, error) {
+		return prometheus.Gatherers{reg, n.routerReg.Load()}.Gather()
+	})
 	n.pub, err = client.NewPublisher(n.kafka, codec, cfg.Topics.Requests)
 	if err != nil {
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
 	n.api, err = api.New(api.Config{Listen: cfg.HTTP.Listen, MaxWait: cfg.HTTP.MaxWait.D()}, n.pub, n.results,
-		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithReadiness(n.router.Ready))
+		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
+		api.WithReadiness(func() error { return n.router.Load().Ready() }))
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +161,7 @@ func (n *node) run(ctx context.Context) error {
 			}
 		}()
 	}
-	part("router", n.router.Run)
+	part("router", n.runRouter)
 	part("api", n.api.Run)
 	part("results reader", n.readResults)
 	<-ctx.Done()

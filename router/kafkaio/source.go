@@ -2,6 +2,9 @@ package kafkaio
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -15,7 +18,7 @@ import (
 type Source struct {
 	c        *kafka.Consumer
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
-	onRevoke func([]router.TopicPartition)
+	onRevoke func([]router.TopicPartition, bool)
 }
 
 var _ router.Source = (*Source)(nil)
@@ -69,7 +72,7 @@ func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		tps := fromKafka(e.Partitions)
 		if s.onRevoke != nil {
-			s.onRevoke(tps) // before the partitions are given up
+			s.onRevoke(tps, s.c.AssignmentLost()) // before the partitions are given up
 		}
 		s.queued = append(s.queued, router.Revoked(tps))
 	}
@@ -77,7 +80,10 @@ func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 }
 
 // OnRevoke implements router.Source.
-func (s *Source) OnRevoke(f func([]router.TopicPartition)) { s.onRevoke = f }
+func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) { s.onRevoke = f }
+
+// AssignmentLost implements router.Source.
+func (s *Source) AssignmentLost() bool { return s.c.AssignmentLost() }
 
 // Committed implements router.Source.
 func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
@@ -175,7 +181,26 @@ func (s *Source) Pause(tps []router.TopicPartition) error { return s.c.Pause(toK
 func (s *Source) Resume(tps []router.TopicPartition) error { return s.c.Resume(toKafka(tps)) }
 
 // Close commits the stored offsets and leaves the group.
-func (s *Source) Close() error { return s.c.Close() }
+//
+// A consumer that hit a fatal error (a static member fenced, say) may never
+// finish closing; Close gives up after closeTimeout so the process can go on
+// (and a supervisor, or the caller, start a new one).
+func (s *Source) Close() error {
+	done := make(chan error, 1)
+	go func() { done <- s.c.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-closeClock.After(closeTimeout):
+		return fmt.Errorf("kafkaio: the consumer did not close within %s; abandoned", closeTimeout)
+	}
+}
+
+// closeTimeout bounds Source.Close.
+const closeTimeout = 20 * time.Second
+
+// closeClock paces Close's timeout.
+var closeClock = clockwork.NewRealClock()
 
 func fromKafka(ps []kafka.TopicPartition) []router.TopicPartition {
 	out := make([]router.TopicPartition, len(ps))

@@ -43,7 +43,8 @@ type Source struct {
 	clock    clockwork.Clock
 	mu       sync.Mutex
 	queue    []any
-	onRevoke func([]router.TopicPartition)
+	onRevoke func([]router.TopicPartition, bool)
+	lost     bool
 	seeks    []router.TopicPartition
 	stalled  map[router.TopicPartition]bool
 	stored   map[router.TopicPartition]int64
@@ -82,8 +83,14 @@ func (s *Source) Poll(timeoutMs int) any {
 			s.queueEnds(ev)
 			hook := s.onRevoke
 			s.mu.Unlock()
-			if rv, ok := ev.(router.Revoked); ok && hook != nil {
-				hook(rv)
+			if rv, ok := ev.(router.Revoked); ok {
+				lost := s.AssignmentLost()
+				if hook != nil {
+					hook(rv, lost)
+				}
+				s.mu.Lock()
+				s.lost = false
+				s.mu.Unlock()
 			}
 			return ev
 		}
@@ -161,8 +168,23 @@ func (s *Source) queueEnds(ev any) {
 	}
 }
 
+// LoseAssignment makes AssignmentLost report true until the next Revoked
+// event is read, as when the consumer's session timed out.
+func (s *Source) LoseAssignment() {
+	s.mu.Lock()
+	s.lost = true
+	s.mu.Unlock()
+}
+
+// AssignmentLost implements router.Source.
+func (s *Source) AssignmentLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
 // OnRevoke implements router.Source.
-func (s *Source) OnRevoke(f func([]router.TopicPartition)) {
+func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) {
 	s.mu.Lock()
 	s.onRevoke = f
 	s.mu.Unlock()
