@@ -15,7 +15,7 @@ import (
 // needs (it uses Source). A new group starts at the beginning of the topics,
 // so requests written before an agent first joined are not missed.
 func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
-	cm, err := s.configMap(kafka.ConfigMap{
+	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
 		"group.id":             groupID,
 		"auto.offset.reset":    "earliest",
 		"enable.auto.commit":   true,

@@ -22,7 +22,7 @@ type Producer struct {
 
 // NewProducer creates an idempotent producer with the murmur2 partitioner.
 func NewProducer(s Settings) (*Producer, error) {
-	cm, err := s.configMap(producerSettings)
+	cm, err := s.configMapFor("producer", producerSettings)
 	if err != nil {
 		return nil, err
 	}

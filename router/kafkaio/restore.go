@@ -72,7 +72,7 @@ func FallbackFeed(s Settings, topic string, codec *schemas.Codec) router.Fallbac
 // readToEnd reads the given partitions of topic from the beginning until
 // each reports its end, without a consumer group.
 func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32, fn func(*kafka.Message)) error {
-	cm, err := s.configMap(kafka.ConfigMap{
+	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
 		"group.id":             "switchboard-restore-" + tailID(),
 		"enable.auto.commit":   false,
 		"isolation.level":      "read_committed",

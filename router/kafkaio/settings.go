@@ -14,9 +14,35 @@ type Settings struct {
 	ClientID   string
 }
 
+// producerOnly and consumerOnly are librdkafka properties that one kind of
+// client ignores with a warning; kafka.properties applies to every client, so
+// each gets only what concerns it.
+var (
+	producerOnly = map[string]bool{
+		"linger.ms": true, "queue.buffering.max.ms": true, "batch.num.messages": true, "batch.size": true,
+		"compression.type": true, "compression.codec": true, "acks": true, "request.required.acks": true,
+		"enable.idempotence": true, "message.timeout.ms": true, "delivery.timeout.ms": true, "retries": true,
+		"message.send.max.retries": true, "queue.buffering.max.messages": true, "queue.buffering.max.kbytes": true,
+		"transaction.timeout.ms": true, "sticky.partitioning.linger.ms": true,
+	}
+	consumerOnly = map[string]bool{
+		"session.timeout.ms": true, "heartbeat.interval.ms": true, "max.poll.interval.ms": true,
+		"fetch.wait.max.ms": true, "fetch.min.bytes": true, "fetch.max.bytes": true, "max.partition.fetch.bytes": true,
+		"fetch.message.max.bytes": true, "queued.min.messages": true, "queued.max.messages.kbytes": true,
+		"auto.offset.reset": true, "auto.commit.interval.ms": true, "check.crcs": true, "group.protocol": true,
+		"group.remote.assignor": true, "coordinator.query.interval.ms": true,
+	}
+)
+
 // configMap builds a librdkafka configuration: the pass-through properties
 // first, then what the caller insists on.
 func (s Settings) configMap(owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
+	return s.configMapFor("", owned)
+}
+
+// configMapFor is configMap for a kind of client ("producer", "consumer" or
+// "" for both): properties only the other kind reads are left out.
+func (s Settings) configMapFor(kind string, owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
 	cm := kafka.ConfigMap{
 		"bootstrap.servers": s.Bootstrap,
 		// Client telemetry (KIP-714) is off unless asked for: it logs a line
@@ -27,6 +53,9 @@ func (s Settings) configMap(owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
 		cm["client.id"] = s.ClientID
 	}
 	for k, v := range s.Properties {
+		if (kind == "producer" && consumerOnly[k]) || (kind == "consumer" && producerOnly[k]) {
+			continue
+		}
 		cm[k] = v
 	}
 	for k, v := range owned {

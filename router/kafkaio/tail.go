@@ -30,7 +30,7 @@ func tailID() string {
 // set, and reads committed records only. ready, if not nil, is called once the
 // start offsets are fixed: a record produced after ready returns will be seen.
 func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, ready func(), fn func(*router.Record) error) error {
-	cm, err := s.configMap(kafka.ConfigMap{
+	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
 		// Assign, never Subscribe: the group id is required by the client but
 		// no group is joined and nothing is committed.
 		"group.id":             "switchboard-tail-" + tailID(),

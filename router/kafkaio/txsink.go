@@ -48,7 +48,7 @@ func (k *TxSink) open(ctx context.Context) error {
 	for key, v := range producerSettings {
 		owned[key] = v
 	}
-	cm, err := k.settings.configMap(owned)
+	cm, err := k.settings.configMapFor("producer", owned)
 	if err != nil {
 		return err
 	}
