@@ -12,13 +12,17 @@ KAFKA_PORT ?= 9092
 export KAFKA_PORT
 # The integration run takes -run from INTEGRATION_RUN when it is set (e.g. 'Kafka|Conformance').
 INTEGRATION_RUN ?=
+# The chaos test (three routers, kill -9, a broker restart; about 5 minutes) is part of the
+# integration run; SWITCHBOARD_CHAOS=0 leaves it out.
+SWITCHBOARD_CHAOS ?= 1
+export SWITCHBOARD_CHAOS
 GOLANGCI_LINT_VERSION := v2.15.0
 # The integration run is verbose so that CI logs name every test and show the chaos and
 # black-box counts; this keeps the lines worth reading (results, failures, counts).
 INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
 
-.PHONY: all build test test-integration check kafka-up kafka-down kafka-status lint lint-tools bench
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench
 
 all: build
 
@@ -32,7 +36,7 @@ test:
 # is already running on KAFKA_PORT, which it then leaves running), runs the tests and stops
 # the broker it started whatever the tests did; the exit code is the tests'.
 test-integration:
-	@run=( $(GO) test -v -race -count=1 -tags integration -p 1 $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./... ); \
+	@run=( $(GO) test -v -race -count=1 -timeout 25m -tags integration -p 1 $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./... ); \
 	if [[ -n $${KAFKA_BOOTSTRAP:-} ]]; then \
 		echo "test-integration: against KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 		echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER); exit; \
@@ -50,6 +54,10 @@ test-integration:
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
 check: test test-integration
+
+# Only the chaos test, against the broker test-integration would use.
+chaos:
+	$(MAKE) test-integration INTEGRATION_RUN=TestChaosExactlyOnce
 
 kafka-up:
 	$(KAFKA_SH) up
