@@ -504,30 +504,9 @@ func (r *Router) commit() {
 // redoes the work from the last committed state: every owned partition is
 // forgotten, rewound to its committed offset, and restored.
 func (r *Router) txFailed(err error) {
-	r.m.transactions.WithLabelValues("aborted").Inc()
 	r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var te *TxnError
-	fatal := errors.As(err, &te) && te.Fatal
-	if !fatal && r.txOpen {
-		if aerr := r.tx.Abort(ctx); aerr != nil {
-			fatal = true
-			r.opts.log.Warn("abort failed", "error", aerr)
-		}
-	}
-	if fatal {
-		if rerr := r.tx.Reset(); rerr != nil {
-			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", rerr))
-		}
-	}
-	r.txOpen, r.dirty = false, false
-	r.engine.resolved.rollback()
-	for tp := range r.assigned {
-		if tp.Topic == r.cfg.Topics.Requests {
-			r.engine.forgetPartition(tp.Partition)
-		}
-	}
+	r.dropWork(errors.As(err, &te) && te.Fatal)
 	r.discarding = true
 	select {
 	case r.rewinds <- struct{}{}:
@@ -538,17 +517,26 @@ func (r *Router) txFailed(err error) {
 // abandon aborts the open transaction and forgets every owned partition's
 // state, without rewinding: the partitions are being taken away.
 func (r *Router) abandon(why string) {
-	r.m.transactions.WithLabelValues("aborted").Inc()
 	r.opts.log.Warn("abandoning the open transaction", "reason", why)
-	if r.txOpen {
+	r.dropWork(false)
+}
+
+// dropWork undoes everything since the last commit: it aborts the open
+// transaction (or, when the producer is beyond that, replaces it) and forgets
+// the state of every owned partition and the resolutions since the commit.
+func (r *Router) dropWork(fatal bool) {
+	r.m.transactions.WithLabelValues("aborted").Inc()
+	if !fatal && r.txOpen {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := r.tx.Abort(ctx)
+		if err := r.tx.Abort(ctx); err != nil {
+			fatal = true
+			r.opts.log.Warn("abort failed: replacing the producer", "error", err)
+		}
 		cancel()
-		var te *TxnError
-		if err != nil && errors.As(err, &te) && te.Fatal {
-			if rerr := r.tx.Reset(); rerr != nil {
-				r.fail(fmt.Errorf("router: replacing the transactional producer: %w", rerr))
-			}
+	}
+	if fatal {
+		if err := r.tx.Reset(); err != nil {
+			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
 		}
 	}
 	r.txOpen, r.dirty = false, false
