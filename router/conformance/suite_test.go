@@ -39,6 +39,7 @@ func run(t *testing.T, bootstrap string) {
 			t.Run("duplicate_response", e.duplicateResponse)
 			t.Run("malformed_record_to_dead_letter", e.malformedToDeadLetter)
 			t.Run("json_agent_in_any_mode", e.jsonAgent)
+			t.Run("misrouted_request_is_moved", e.misrouted)
 		})
 	}
 }
@@ -484,5 +485,34 @@ func (e *env) jsonAgent(t *testing.T) {
 	}
 	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeAnswered || string(*res.Answer) != `{"v":1}` {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// misrouted: a request produced to another partition than the murmur2 hash of
+// its key (as kcat's default partitioner does) is moved and still served; and
+// the router's murmur2 agrees with librdkafka's murmur2_random, since no other
+// record of the suite was moved.
+func (e *env) misrouted(t *testing.T) {
+	e = e.on(t)
+	if n := gather(e.reg, "switchboard_records_moved_total"); n != 0 {
+		t.Fatalf("%v records produced with murmur2_random were moved: the router's murmur2 differs from librdkafka's", n)
+	}
+	req := e.intent("echo", `{"moved":true}`, "")
+	n := int32(e.cfg.Topics.Partitions)
+	wrong := (router.PartitionFor([]byte(req.IntentID), n) + 1) % n
+	v, err := e.codec.Encode(e.cfg.Topics.Requests, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.SendTo(e.ctx, e.cfg.Topics.Requests, wrong, []byte(req.IntentID), v, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	e.dispatched("echo", req.IntentID)
+	e.respond(req.IntentID, "echo", `{"ok":1}`, e.codec.Encoding())
+	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("moved request: %+v", res)
+	}
+	if got := gather(e.reg, "switchboard_records_moved_total"); got != 1 {
+		t.Fatalf("moved = %v, want 1", got)
 	}
 }

@@ -48,9 +48,15 @@ func NewProducer(s Settings) (*Producer, error) {
 // Send publishes one record and waits until the broker acknowledged it or ctx
 // ended. A zero timestamp lets the client stamp the record.
 func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, headers []router.Header, ts time.Time) error {
+	return k.SendTo(ctx, topic, kafka.PartitionAny, key, value, headers, ts)
+}
+
+// SendTo is Send to one partition (kafka.PartitionAny, -1: the partitioner
+// chooses).
+func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time) error {
 	done := make(chan error, 1)
 	msg := &kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
 		Key:            key,
 		Value:          value,
 		Timestamp:      ts,
