@@ -58,7 +58,15 @@ func (r *Router) poll(ctx context.Context) error {
 		}
 		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load())
 
-		ev := r.src.Poll(100)
+		// With a backlog the partitions are paused and Poll has nothing to
+		// return: wait briefly, or the loop drains its queue and then idles
+		// for the whole poll timeout (switchboard bench saw throughput
+		// collapse above the knee instead of levelling off).
+		timeout := 100
+		if len(backlog) > 0 {
+			timeout = 2
+		}
+		ev := r.src.Poll(timeout)
 		switch e := ev.(type) {
 		case nil:
 			continue

@@ -59,7 +59,7 @@ const (
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	clock  *clockwork.FakeClock
 	src    *routertest.Source
@@ -71,26 +71,26 @@ type harness struct {
 	offset map[string]int64
 }
 
-func start(t *testing.T, yaml, delivery string, opts ...router.Option) *harness {
+func start(t testing.TB, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	return startAt(t, t0, yaml, delivery, opts...)
 }
 
 // startAt starts a router whose fake clock reads at.
-func startAt(t *testing.T, at time.Time, yaml, delivery string, opts ...router.Option) *harness {
+func startAt(t testing.TB, at time.Time, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	return startWith(t, at, nil, yaml, delivery, opts...)
 }
 
 // startWith starts a router whose fake clock reads at, with records already
 // waiting in its partitions when they are assigned.
-func startWith(t *testing.T, at time.Time, waiting []*router.Record, yaml, delivery string, opts ...router.Option) *harness {
+func startWith(t testing.TB, at time.Time, waiting []*router.Record, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	return startWithHook(t, at, waiting, nil, yaml, delivery, opts...)
 }
 
 // startWithHook is startWith with a hook that prepares the source first.
-func startWithHook(t *testing.T, at time.Time, waiting []*router.Record, prepare func(*routertest.Source), yaml, delivery string, opts ...router.Option) *harness {
+func startWithHook(t testing.TB, at time.Time, waiting []*router.Record, prepare func(*routertest.Source), yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
 	if err != nil {

@@ -47,6 +47,7 @@ type Source struct {
 	lost     bool
 	seeks    []router.TopicPartition
 	stalled  map[router.TopicPartition]bool
+	queued   map[router.TopicPartition]int // records queued, per partition
 	stored   map[router.TopicPartition]int64
 	paused   map[router.TopicPartition]bool
 	closed   bool
@@ -66,6 +67,14 @@ func NewSource() *Source {
 func (s *Source) Push(evs ...any) {
 	s.mu.Lock()
 	s.queue = append(s.queue, evs...)
+	for _, ev := range evs {
+		if r, ok := ev.(*router.Record); ok {
+			if s.queued == nil {
+				s.queued = map[router.TopicPartition]int{}
+			}
+			s.queued[router.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
+		}
+	}
 	s.mu.Unlock()
 	s.pushed.signal()
 }
@@ -79,7 +88,15 @@ func (s *Source) Poll(timeoutMs int) any {
 		s.mu.Lock()
 		if i := s.next(); i >= 0 {
 			ev := s.queue[i]
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			if i == 0 {
+				s.queue[0] = nil
+				s.queue = s.queue[1:]
+			} else {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			}
+			if r, ok := ev.(*router.Record); ok {
+				s.queued[router.TopicPartition{Topic: r.Topic, Partition: r.Partition}]--
+			}
 			s.queueEnds(ev)
 			hook := s.onRevoke
 			s.mu.Unlock()
@@ -152,14 +169,7 @@ func (s *Source) queueEnds(ev any) {
 	}
 	var ends []any
 	for _, tp := range tps {
-		more := false
-		for _, q := range s.queue {
-			if r, ok := q.(*router.Record); ok && r.Topic == tp.Topic && r.Partition == tp.Partition {
-				more = true
-				break
-			}
-		}
-		if !more {
+		if s.queued[tp] == 0 {
 			ends = append(ends, router.EndOfPartition(tp))
 		}
 	}
