@@ -106,11 +106,23 @@ type engine struct {
 }
 
 // readProgress is how far a responses partition has been read: to its end
-// (nothing newer exists), or up to the newest record timestamp seen.
+// (nothing newer exists), or up to the newest record timestamp seen, and when
+// a record was last read.
 type readProgress struct {
-	atEnd bool
-	maxTs int64
+	atEnd      bool
+	maxTs      int64
+	lastReadAt int64
+	// takenOver: just assigned, its backlog not read to its end yet; only an
+	// end-of-partition or a later record proves it has been read.
+	takenOver bool
 }
+
+// quietMs: a partition that has not delivered a record for this long (and
+// was not just taken over) is taken as read to its end. The end-of-partition
+// event says so too, but only with the next empty fetch, which waits up to
+// fetch.wait.max.ms (500 ms): without this, timeouts on a quiet partition
+// would fire that much late.
+const quietMs = 100
 
 func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.Logger, nowMs int64) (*engine, error) {
 	wheel, err := timeouts.NewWheel[*pending](cfg.Router.Tick.D(), nowMs)
@@ -356,9 +368,14 @@ func (e *engine) tick(nowMs int64) {
 		}
 	})
 	for part, held := range e.held {
-		if len(held) > 0 && nowMs-held[0].heldSince >= e.holdMax {
-			e.releaseHeld(part, func(*pending) bool { return true }, nowMs)
+		if len(held) == 0 {
+			continue
 		}
+		if nowMs-held[0].heldSince >= e.holdMax {
+			e.releaseHeld(part, func(*pending) bool { return true }, nowMs)
+			continue
+		}
+		e.releaseHeld(part, func(p *pending) bool { return e.readPast(part, p.deadline) }, nowMs)
 	}
 }
 
@@ -380,7 +397,7 @@ func (e *engine) onExpire(_ int64, p *pending) {
 // read.
 func (e *engine) readPast(partition int32, tsMs int64) bool {
 	rp := e.read[partition]
-	return rp == nil || rp.atEnd || rp.maxTs > tsMs
+	return rp == nil || rp.atEnd || rp.maxTs > tsMs || (!rp.takenOver && e.nowMs-rp.lastReadAt >= quietMs)
 }
 
 func (e *engine) hold(p *pending, nowMs int64) {
@@ -568,6 +585,7 @@ func (e *engine) readResponse(partition int32, tsMs, nowMs int64) {
 	}
 	rp.atEnd = false
 	rp.maxTs = max(rp.maxTs, tsMs)
+	rp.lastReadAt = nowMs
 	if len(e.held[partition]) > 0 {
 		e.releaseHeld(partition, func(p *pending) bool { return p.deadline < tsMs }, nowMs)
 	}
@@ -582,6 +600,7 @@ func (e *engine) readToEnd(partition int32, nowMs int64) {
 		e.read[partition] = rp
 	}
 	rp.atEnd = true
+	rp.takenOver = false
 	if len(e.held[partition]) > 0 {
 		e.releaseHeld(partition, func(*pending) bool { return true }, nowMs)
 	}
@@ -590,7 +609,7 @@ func (e *engine) readToEnd(partition int32, nowMs int64) {
 // takingOver notes that a partition was just assigned: its responses have not
 // been read at all yet.
 func (e *engine) takingOver(partition int32) {
-	e.read[partition] = &readProgress{}
+	e.read[partition] = &readProgress{takenOver: true}
 }
 
 func (e *engine) releaseHeld(partition int32, due func(*pending) bool, nowMs int64) {

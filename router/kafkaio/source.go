@@ -47,13 +47,6 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	if o.InstanceID != "" {
 		owned["group.instance.id"] = o.InstanceID
 	}
-	if _, set := s.Properties["fetch.wait.max.ms"]; !set {
-		// A deadline waits until its responses partition has been read past
-		// it; an idle partition says so with an end-of-partition event, which
-		// comes with the next empty fetch. Short fetch waits keep that (and so
-		// timeouts on a quiet partition) prompt: 50 ms, not librdkafka's 500.
-		owned["fetch.wait.max.ms"] = 50
-	}
 	cm, err := s.configMapFor("consumer", owned)
 	if err != nil {
 		return nil, err
