@@ -39,11 +39,7 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 			if e.TopicPartition.Error != nil {
 				continue
 			}
-			rec := &router.Record{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value}
-			if e.TimestampType != kafka.TimestampNotAvailable {
-				rec.TimestampMs = e.Timestamp.UnixMilli()
-			}
-			if err := fn(rec); err != nil {
+			if err := fn(recordOf(e)); err != nil {
 				return err
 			}
 		case kafka.Error:

@@ -128,23 +128,7 @@ func (s *Source) Poll(timeoutMs int) any {
 		if e.TopicPartition.Error != nil {
 			return e.TopicPartition.Error
 		}
-		rec := &router.Record{
-			Topic:     *e.TopicPartition.Topic,
-			Partition: e.TopicPartition.Partition,
-			Offset:    int64(e.TopicPartition.Offset),
-			Key:       e.Key,
-			Value:     e.Value,
-		}
-		if e.TimestampType != kafka.TimestampNotAvailable {
-			rec.TimestampMs = e.Timestamp.UnixMilli()
-		}
-		if len(e.Headers) > 0 {
-			rec.Headers = make([]router.Header, len(e.Headers))
-			for i, h := range e.Headers {
-				rec.Headers[i] = router.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-		return rec
+		return recordOf(e)
 	case kafka.PartitionEOF:
 		if e.Topic != nil {
 			return router.EndOfPartition{Topic: *e.Topic, Partition: e.Partition}
@@ -216,4 +200,26 @@ func toKafka(tps []router.TopicPartition) []kafka.TopicPartition {
 		out[i] = kafka.TopicPartition{Topic: &tps[i].Topic, Partition: tps[i].Partition}
 	}
 	return out
+}
+
+// recordOf is a consumed message as the router sees it. It shares the
+// message's key, value and header values.
+func recordOf(m *kafka.Message) *router.Record {
+	rec := &router.Record{
+		Topic:     *m.TopicPartition.Topic,
+		Partition: m.TopicPartition.Partition,
+		Offset:    int64(m.TopicPartition.Offset),
+		Key:       m.Key,
+		Value:     m.Value,
+	}
+	if m.TimestampType != kafka.TimestampNotAvailable {
+		rec.TimestampMs = m.Timestamp.UnixMilli()
+	}
+	if len(m.Headers) > 0 {
+		rec.Headers = make([]router.Header, len(m.Headers))
+		for i, h := range m.Headers {
+			rec.Headers[i] = router.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec
 }

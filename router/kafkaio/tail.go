@@ -63,14 +63,7 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 			if e.TopicPartition.Error != nil {
 				continue
 			}
-			rec := &router.Record{Topic: topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value}
-			if e.TimestampType != kafka.TimestampNotAvailable {
-				rec.TimestampMs = e.Timestamp.UnixMilli()
-			}
-			for _, h := range e.Headers {
-				rec.Headers = append(rec.Headers, router.Header{Key: h.Key, Value: h.Value})
-			}
-			if err := fn(rec); err != nil {
+			if err := fn(recordOf(e)); err != nil {
 				return err
 			}
 		case kafka.Error:
