@@ -33,6 +33,12 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 	if err := c.SubscribeTopics(topics, nil); err != nil {
 		return fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
 	}
+	return readLoop(ctx, c, fmt.Sprintf("consuming %v", topics), fn)
+}
+
+// readLoop hands every record c delivers to fn until ctx ends, fn fails, or
+// the client hits a fatal error (reported as doing what).
+func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*router.Record) error) error {
 	for ctx.Err() == nil {
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
@@ -44,7 +50,7 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 			}
 		case kafka.Error:
 			if e.IsFatal() {
-				return fmt.Errorf("kafkaio: consuming %v: %w", topics, e)
+				return fmt.Errorf("kafkaio: %s: %w", doing, e)
 			}
 		}
 	}

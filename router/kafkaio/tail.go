@@ -57,22 +57,7 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 	if ready != nil {
 		ready()
 	}
-	for ctx.Err() == nil {
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				continue
-			}
-			if err := fn(recordOf(e)); err != nil {
-				return err
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("kafkaio: reading %s: %w", topic, e)
-			}
-		}
-	}
-	return nil
+	return readLoop(ctx, c, "reading "+topic, fn)
 }
 
 // startOffsets asks the broker for every partition of topic and where to
