@@ -102,3 +102,24 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelRoundTrip(t *testing.T) {
+	id := intents.NewID()
+	v, err := intents.MarshalCancel(intents.Cancel{IntentID: id, Reason: "user left"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := intents.UnmarshalCancel([]byte("other"), v)
+	if err != nil || c.IntentID != id || c.Reason != "user left" {
+		t.Fatalf("got %+v, %v", c, err)
+	}
+	if c, err := intents.UnmarshalCancel([]byte(id), nil); err != nil || c.IntentID != id {
+		t.Fatalf("key-only cancel: got %+v, %v", c, err)
+	}
+	if _, err := intents.UnmarshalCancel([]byte("x y"), nil); err == nil {
+		t.Fatal("a cancel without a valid id was accepted")
+	}
+	if _, err := intents.UnmarshalCancel(nil, []byte("{")); err == nil {
+		t.Fatal("a malformed cancel was accepted")
+	}
+}
