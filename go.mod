@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gorilla/websocket v1.5.3
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/jonboulle/clockwork v0.5.0

@@ -70,12 +70,23 @@ type Config struct {
 	MaxSubscriptions int
 
 	// AllowedOrigins lists the browser origins ("https://console.example.com")
-	// allowed to open a WebSocket; "*" allows any. Empty allows all. Requests
-	// without an Origin header (non-browser clients) are always allowed.
-	//
-	// TODO(auth): with authentication (a later issue), default to same-origin
-	// and authenticate the upgrade request.
+	// allowed to call the API and open a WebSocket besides the server's own
+	// origin, which is always allowed; "*" allows any. A request from
+	// another origin is refused with 403 forbidden_origin; an allowed
+	// cross-origin request gets CORS headers. Requests without an Origin
+	// header (non-browser clients) are always allowed.
 	AllowedOrigins []string
+
+	// Auth says who may call the API, and as which tenant (auth.go). The
+	// zero value lets everyone in: for local development only.
+	Auth AuthConfig
+
+	// MessageRate (per second) and MessageBurst limit the messages of one
+	// WebSocket client; MaxConnectionsPerTenant caps a tenant's WebSocket
+	// connections (limits.go).
+	MessageRate             float64
+	MessageBurst            int
+	MaxConnectionsPerTenant int
 
 	// ReadHeaderTimeout and IdleTimeout are passed to http.Server by Run.
 	ReadHeaderTimeout time.Duration
@@ -125,6 +136,8 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	c.setLimitDefaults()
+	c.Auth.setDefaults()
 }
 
 // Validate reports the first invalid field, as an error wrapping
@@ -174,7 +187,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: AllowedOrigins: %q is not an origin like https://host[:port] or *", ErrInvalidConfig, o)
 		}
 	}
-	return nil
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	return c.Auth.validate()
 }
 
 // Option sets an optional dependency of a [Server].

@@ -31,6 +31,10 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	p := principalFrom(r.Context())
+	if !stampTenant(w, p, req) {
+		return
+	}
 	now := s.clock.Now().UnixMilli()
 	if req.IntentID == "" {
 		req.IntentID = intents.NewIDAt(now)
@@ -58,7 +62,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		wt  *waiter
 	)
 	if wait > 0 {
-		res, wt = s.results.await(req.IntentID)
+		res, wt = s.awaitVisible(p, req.IntentID)
 		defer s.results.release(wt)
 	}
 	if err := s.pub.PublishIntent(r.Context(), req); err != nil {
@@ -76,6 +80,9 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	if res == nil {
 		res = s.waitFor(r.Context(), wt, wait)
+	}
+	if !visible(p, res) { // another tenant's intent under the same id
+		res = nil
 	}
 	if res == nil {
 		w.Header().Set("Location", location)
@@ -205,7 +212,7 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	res, ok := s.results.Get(id)
-	if !ok {
+	if !ok || !visible(principalFrom(r.Context()), res) {
 		writeError(w, http.StatusNotFound, codeNotFound,
 			fmt.Sprintf("no result for intent %q on this instance: it may still be pending, or older than this instance remembers", id), "")
 		return

@@ -13,6 +13,7 @@ type metrics struct {
 	wsConnections prometheus.Gauge
 	wsSent        prometheus.Counter
 	wsSlow        prometheus.Counter
+	securityMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,6 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow}
+	cs = append(cs, m.securityMetrics.init()...)
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

@@ -58,6 +58,7 @@ type sink interface {
 type subscriber struct {
 	sink     sink
 	seq      uint64
+	tenant   *string // when set, only this tenant's results (tenant.go)
 	intents  map[string]struct{}
 	sessions map[string]struct{}
 	types    map[string]struct{}
@@ -151,7 +152,7 @@ func (r *Results) fanOut(e *entry) {
 
 // deliver sends e to s unless s already had it in this fan-out.
 func (r *Results) deliver(s *subscriber, e *entry) {
-	if s.seq == r.seq {
+	if s.seq == r.seq || !s.admits(e.res) {
 		return
 	}
 	s.seq = r.seq
@@ -290,7 +291,7 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func()) 
 			continue
 		}
 		if e, ok := r.byID[id]; ok {
-			if msg := e.message(); msg != nil {
+			if msg := e.message(); msg != nil && s.admits(e.res) {
 				s.sink.deliver(msg)
 			}
 			continue

@@ -40,6 +40,7 @@ type Server struct {
 	router    *chi.Mux
 	upgrader  websocket.Upgrader
 	httpSrv   *http.Server
+	auth      *authenticator
 
 	// stopCtx is cancelled when Shutdown begins: it ends ?wait requests
 	// (they answer 202 pending) and marks the server not ready.
@@ -52,6 +53,7 @@ type Server struct {
 	addr         string
 	ready        chan struct{} // closed once Run is listening
 	conns        map[*wsConn]struct{}
+	tenantConns  map[string]int // stream connections by tenant (tenant.go)
 	streams      sync.WaitGroup // one per tracked WebSocket connection
 	sweeping     bool           // the keepalive goroutine was started
 	sweeperStop  chan struct{}
@@ -82,6 +84,9 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.Auth.Required {
+		m.authDisabled.Set(1)
+	}
 	s := &Server{
 		cfg:          cfg,
 		pub:          pub,
@@ -92,6 +97,8 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		metrics:      m,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
+		tenantConns:  map[string]int{},
+		auth:         newAuthenticator(cfg.Auth, o.clock),
 		sweeperStop:  make(chan struct{}),
 		sweeperDone:  make(chan struct{}),
 		shutdownDone: make(chan struct{}),
@@ -101,6 +108,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ReadBufferSize:  1024,
 		WriteBufferPool: &sync.Pool{},
 		CheckOrigin:     s.checkOrigin,
+		Subprotocols:    []string{streamProtocol},
 		Error:           s.upgradeError,
 	}
 	s.router = s.routes(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{
@@ -120,7 +128,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 // /metrics).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer)
+	r.Use(s.observe, s.recoverer, s.guard)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)
@@ -202,6 +210,10 @@ func (s *Server) Run(ctx context.Context) error {
 	close(s.ready)
 	s.mu.Unlock()
 	s.log.Info("api listening", slog.String("addr", ln.Addr().String()))
+	if !s.cfg.Auth.Required {
+		stopWarning := s.warnAuthOff()
+		defer stopWarning()
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- s.httpSrv.Serve(ln) }() // Serve closes ln when it returns

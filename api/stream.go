@@ -59,11 +59,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "shutting down", "")
 		return
 	}
+	p := principalFrom(r.Context())
+	if !s.admitStream(p) {
+		s.refuseStream(w, p)
+		return
+	}
+	defer s.releaseStream(p)
 	conn, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered through upgradeError
 	}
 	c := newWSConn(s, conn)
+	c.sub.scope(p)
 	if !s.track(c) { // Shutdown began during the handshake
 		_ = conn.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Time{})
@@ -168,6 +175,8 @@ type wsConn struct {
 	slow       chan struct{} // closed when queue overflowed: close with 1013
 	awayOnce   sync.Once
 	away       chan struct{} // closed by Shutdown: close with 1001
+	policyOnce sync.Once
+	policy     chan struct{} // closed by the reader over the rate limit: close with 1008
 	readerDone chan struct{}
 	writerDone chan struct{}
 
@@ -175,6 +184,10 @@ type wsConn struct {
 	lastSeen     atomic.Int64 // last pong or message from the client
 	writingSince atomic.Int64 // start of the write in progress; 0 if none
 	closingSince atomic.Int64 // when our close frame went out; 0 if not yet
+
+	// The reader's rate limit (limits.go).
+	limiter       *tokenBucket
+	policyClosing bool
 }
 
 func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
@@ -185,6 +198,7 @@ func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
 		ping:       make(chan struct{}, 1),
 		slow:       make(chan struct{}),
 		away:       make(chan struct{}),
+		policy:     make(chan struct{}),
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
@@ -246,6 +260,9 @@ func (c *wsConn) writeLoop() {
 		case <-c.away:
 			c.closeWith(websocket.CloseGoingAway, "server shutting down")
 			return
+		case <-c.policy:
+			c.closeWith(websocket.ClosePolicyViolation, "message rate limit exceeded")
+			return
 		case <-c.readerDone:
 			return
 		default:
@@ -256,6 +273,9 @@ func (c *wsConn) writeLoop() {
 			return
 		case <-c.away:
 			c.closeWith(websocket.CloseGoingAway, "server shutting down")
+			return
+		case <-c.policy:
+			c.closeWith(websocket.ClosePolicyViolation, "message rate limit exceeded")
 			return
 		case <-c.readerDone:
 			return
@@ -304,8 +324,7 @@ func (c *wsConn) readLoop() {
 		if err != nil {
 			return
 		}
-		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
-		c.handle(typ, data)
+		c.receive(typ, data) // rate limit, then handle
 	}
 }
 
@@ -375,21 +394,10 @@ func checkSubscription(f subscription) error {
 	return nil
 }
 
-// checkOrigin allows the WebSocket upgrade from Config.AllowedOrigins (all
-// when empty) and from clients that send no Origin.
-// TODO(auth): authenticate the upgrade once the api has auth.
-func (s *Server) checkOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if len(s.cfg.AllowedOrigins) == 0 || origin == "" {
-		return true
-	}
-	for _, o := range s.cfg.AllowedOrigins {
-		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
-	}
-	return false
-}
+// checkOrigin allows the WebSocket upgrade from clients that send no
+// Origin, from the server's own origin and from Config.AllowedOrigins (see
+// guard.go, which has checked the same before authenticating).
+func (s *Server) checkOrigin(r *http.Request) bool { return s.originAllowed(r) }
 
 // upgradeError answers a failed WebSocket handshake in JSON.
 func (s *Server) upgradeError(w http.ResponseWriter, _ *http.Request, status int, reason error) {

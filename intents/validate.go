@@ -91,6 +91,10 @@ func checkID(field, v string, maxLen int) error {
 // printable UTF-8 without spaces.
 func ValidID(s string) bool { return checkID("intent_id", s, MaxIDLen) == nil }
 
+// ValidLabel reports whether s can be a tenant, session id or context ref: 1
+// to MaxLabelLen bytes of printable UTF-8 without spaces.
+func ValidLabel(s string) bool { return checkID("tenant", s, MaxLabelLen) == nil }
+
 // checkType accepts lower-case names such as fraud_check or summarize.v2.
 func checkType(v string) error {
 	if v == "" {

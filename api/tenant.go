@@ -1,0 +1,114 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// Tenants. With authentication on, every credential acts for one tenant:
+//
+//   - POST /v1/intents stamps the intent with the credential's tenant; a body
+//     naming another tenant is refused (403 forbidden_tenant) rather than
+//     silently rewritten, so that a client's mistake shows;
+//   - GET /v1/intents/{id} of another tenant's intent answers 404, as for an
+//     unknown id (its existence is not revealed), and so does ?wait;
+//   - a stream connection receives only its tenant's results, whatever it
+//     subscribes to (a result without a tenant belongs to no tenant).
+//
+// With authentication off there are no tenants: everyone sees everything.
+
+// tenantOf returns the tenant a result belongs to ("" for none).
+func tenantOf(res *schemas.IntentResult) string {
+	if res == nil || res.Tenant == nil {
+		return ""
+	}
+	return *res.Tenant
+}
+
+// visible reports whether the request's principal may see res: always with
+// authentication off, else only its own tenant's.
+func visible(p *principal, res *schemas.IntentResult) bool {
+	return p == nil || tenantOf(res) == p.tenant
+}
+
+// stampTenant sets req's tenant to the principal's, or answers 403
+// forbidden_tenant (and returns false) if the body names another one.
+func stampTenant(w http.ResponseWriter, p *principal, req *schemas.IntentRequest) bool {
+	if p == nil {
+		return true
+	}
+	if req.Tenant != nil && *req.Tenant != p.tenant {
+		writeError(w, http.StatusForbidden, codeForbiddenTenant,
+			fmt.Sprintf("the credential acts for tenant %q, not %q: leave tenant out, it is set from the credential", p.tenant, *req.Tenant), "tenant")
+		return false
+	}
+	t := p.tenant
+	req.Tenant = &t
+	return true
+}
+
+// awaitVisible is Results.await as seen by p: another tenant's stored result
+// counts as absent, and then a waiter that nothing wakes is returned, so that
+// ?wait waits out its time as for any result that does not come. (The
+// router drops the duplicate request, so no result of p's tenant comes.)
+func (s *Server) awaitVisible(p *principal, intentID string) (*schemas.IntentResult, *waiter) {
+	res, wt := s.results.await(intentID)
+	if res == nil || visible(p, res) {
+		return res, wt
+	}
+	return nil, &waiter{id: intentID, c: make(chan *schemas.IntentResult, 1)}
+}
+
+// admits reports whether a result may be sent to the subscriber: any result
+// if it is not scoped to a tenant (authentication off), else only its
+// tenant's. It is called under Results.mu, for results sent by Add and for
+// stored results sent on subscribe.
+func (s *subscriber) admits(res *schemas.IntentResult) bool {
+	return s.tenant == nil || tenantOf(res) == *s.tenant
+}
+
+// scope limits the subscriber to p's tenant (nothing with p nil). Call it
+// before the first subscribe.
+func (s *subscriber) scope(p *principal) {
+	if p != nil {
+		t := p.tenant
+		s.tenant = &t
+	}
+}
+
+// admitStream counts a new stream connection of p's tenant, or reports false
+// if the tenant already holds Config.MaxConnectionsPerTenant. Without
+// authentication nothing is counted. Each true must be paired with
+// releaseStream.
+func (s *Server) admitStream(p *principal) bool {
+	if p == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tenantConns[p.tenant] >= s.cfg.MaxConnectionsPerTenant {
+		return false
+	}
+	s.tenantConns[p.tenant]++
+	return true
+}
+
+func (s *Server) releaseStream(p *principal) {
+	if p == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tenantConns[p.tenant]--; s.tenantConns[p.tenant] <= 0 {
+		delete(s.tenantConns, p.tenant)
+	}
+}
+
+// refuseStream answers an upgrade over the tenant's connection cap.
+func (s *Server) refuseStream(w http.ResponseWriter, p *principal) {
+	s.metrics.wsTenantRefused.Inc()
+	writeError(w, http.StatusTooManyRequests, codeTooManyConnections,
+		fmt.Sprintf("tenant %q already holds %d stream connections; close one first", p.tenant, s.cfg.MaxConnectionsPerTenant), "")
+}
