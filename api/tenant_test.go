@@ -1,0 +1,170 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// tenantResult is a stored result of a tenant.
+func tenantResult(id, tenant, session string) *schemas.IntentResult {
+	r := result(id, "echo", session)
+	if tenant != "" {
+		r.Tenant = schemas.Ptr(tenant)
+	}
+	return r
+}
+
+func TestSubmitStampsTheCredentialsTenant(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	for _, body := range []string{
+		`{"intent_type":"echo","payload":{}}`,
+		`{"intent_type":"echo","payload":{},"tenant":"acme"}`,
+	} {
+		if resp, b := h.doWith("POST", "/v1/intents", body, bearer(keyAcme)); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	resp, b := h.doWith("POST", "/v1/intents", `{"intent_type":"echo","payload":{},"tenant":"globex"}`, bearer(keyAcme))
+	wantRefusal(t, resp, b, http.StatusForbidden, "forbidden_tenant")
+	reqs := h.pub.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("published %d requests, want 2 (the refused one is not published)", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Tenant == nil || *r.Tenant != "acme" {
+			t.Fatalf("published tenant %v, want acme", r.Tenant)
+		}
+	}
+}
+
+func TestGetAnotherTenantsIntentIsNotFound(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	h.results.Add(tenantResult("acme-1", "acme", ""))
+	h.results.Add(tenantResult("untenanted", "", ""))
+
+	resp, mine := h.doWith("GET", "/v1/intents/acme-1", "", bearer(keyAcme))
+	if resp.StatusCode != http.StatusOK || decode[schemas.IntentResult](t, mine).IntentID != "acme-1" {
+		t.Fatalf("own intent: %d %s", resp.StatusCode, mine)
+	}
+	_, unknown := h.doWith("GET", "/v1/intents/nope-1", "", bearer(keyGlobex))
+	for _, id := range []string{"acme-1", "untenanted"} {
+		resp, theirs := h.doWith("GET", "/v1/intents/"+id, "", bearer(keyGlobex))
+		wantError(t, resp, theirs, http.StatusNotFound, "not_found", "")
+		// Word for word the answer for an id nobody used.
+		if strings.ReplaceAll(string(theirs), id, "nope-1") != string(unknown) {
+			t.Fatalf("another tenant's intent answers\n%s\nan unknown one\n%s", theirs, unknown)
+		}
+	}
+}
+
+func TestWaitNeverReturnsAnotherTenantsResult(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	h.results.Add(tenantResult("shared-id", "acme", ""))
+	type answer struct {
+		resp *http.Response
+		body []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, body := h.doWith("POST", "/v1/intents?wait=5s", `{"intent_id":"shared-id","intent_type":"echo","payload":{}}`, bearer(keyGlobex))
+		done <- answer{resp, body}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil { // it waits, as for a result that has not come
+		t.Fatalf("the request never started waiting: %v", err)
+	}
+	h.clock.Advance(5e9)
+	a := <-done
+	if a.resp.StatusCode != http.StatusAccepted || !strings.Contains(string(a.body), `"pending"`) {
+		t.Fatalf("got %d %s, want 202 pending", a.resp.StatusCode, a.body)
+	}
+	// Another tenant's result arriving during the wait is not handed over
+	// either.
+	go func() {
+		resp, body := h.doWith("POST", "/v1/intents?wait=5s", `{"intent_id":"late-id","intent_type":"echo","payload":{}}`, bearer(keyGlobex))
+		done <- answer{resp, body}
+	}()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the request never started waiting: %v", err)
+	}
+	h.results.Add(tenantResult("late-id", "acme", ""))
+	a = <-done
+	if a.resp.StatusCode != http.StatusAccepted || !strings.Contains(string(a.body), `"pending"`) {
+		t.Fatalf("got %d %s, want 202 pending", a.resp.StatusCode, a.body)
+	}
+	// Its own tenant gets it at once.
+	resp, body := h.doWith("POST", "/v1/intents?wait=5s", `{"intent_id":"shared-id","intent_type":"echo","payload":{}}`, bearer(keyAcme))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("own result: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestStreamTenantIsolation: a connection of tenant acme subscribed to
+// everything it can name (globex's intent ids, the shared session and intent
+// type) never receives a result of globex or of no tenant, while globex's
+// connection receives its own.
+func TestStreamTenantIsolation(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	acme, _, _ := h.tryDial("", bearer(keyAcme))
+	globex, _, _ := h.tryDial("", bearer(keyGlobex))
+	if acme == nil || globex == nil {
+		t.Fatal("dial refused")
+	}
+	a, g := &wsClient{t: t, conn: acme}, &wsClient{t: t, conn: globex}
+	h.results.Add(tenantResult("g-stored", "globex", "s"))
+	a.subscribe(`{"intent_ids":["g-stored","g-1","a-1"],"session_id":"s","intent_type":"echo"}`)
+	g.subscribe(`{"session_id":"s"}`)
+
+	h.results.Add(tenantResult("g-1", "globex", "s"))
+	h.results.Add(tenantResult("none-1", "", "s"))
+	h.results.Add(tenantResult("a-1", "acme", "s"))
+	h.results.Add(tenantResult("g-2", "globex", "other"))
+	h.results.Add(tenantResult("a-2", "acme", "other"))
+	for _, want := range []string{"a-1", "a-2"} {
+		if m := a.expect("result"); m.Result.IntentID != want || *m.Result.Tenant != "acme" {
+			t.Fatalf("acme got %+v, want %s", m.Result, want)
+		}
+	}
+	a.barrier() // nothing else was queued for acme
+	if m := g.expect("result"); m.Result.IntentID != "g-1" {
+		t.Fatalf("globex got %+v", m.Result)
+	}
+	g.barrier()
+
+	// Without authentication there are no tenants: everything is visible.
+	open := newHarness(t)
+	c := open.dial(nil)
+	c.subscribe(`{"session_id":"s"}`)
+	open.results.Add(tenantResult("g-1", "globex", "s"))
+	open.results.Add(tenantResult("a-1", "acme", "s"))
+	for _, want := range []string{"g-1", "a-1"} {
+		if m := c.expect("result"); m.Result.IntentID != want {
+			t.Fatalf("auth off got %+v, want %s", m.Result, want)
+		}
+	}
+}
+
+// TestJWTTenantScopesTheStream: a JWT's tenant claim scopes a browser's
+// stream (credential in the subprotocol) like an API key's tenant.
+func TestJWTTenantScopesTheStream(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	tok := sign(t, jwt.SigningMethodHS256, hsSecret, claims(h.clock.Now(), "globex", nil))
+	conn, _, body := h.tryDial("", http.Header{"Origin": {h.ts.URL}}, "switchboard.v1", "bearer."+tok)
+	if conn == nil {
+		t.Fatalf("dial refused: %s", body)
+	}
+	c := &wsClient{t: t, conn: conn}
+	c.subscribe(`{"intent_type":"echo"}`)
+	h.results.Add(tenantResult("a-1", "acme", ""))
+	h.results.Add(tenantResult("g-1", "globex", ""))
+	if m := c.expect("result"); m.Result.IntentID != "g-1" {
+		t.Fatalf("got %+v", m.Result)
+	}
+}
