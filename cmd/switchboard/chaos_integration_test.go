@@ -230,6 +230,8 @@ router:
   delivery: %[3]s
 http:
   listen: 127.0.0.1:0
+  auth:   # the test talks to Kafka only; serve requires a credential all the same
+    api_keys: [{name: chaos, tenant: chaos, key_sha256: 4809b6d2a8ffa977c0703d11e47b57bd57305fea5246d94c642615546724c3e0}]
 log:
   level: info
 `

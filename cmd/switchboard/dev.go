@@ -37,13 +37,18 @@ can reach the broker and the registry. Everything lives in memory and is gone
 when you stop it (Ctrl-C).
 
 Without --config it uses the built-in example configuration, the same as
-deploy/examples/switchboard.yaml.`, `  switchboard dev
+deploy/examples/switchboard.yaml.
+
+The API runs without authentication (any caller, every tenant's results),
+and says so; --auth enforces the config's http.auth instead, to try API keys
+and JWTs locally.`, `  switchboard dev
   switchboard dev --kafka-port 19092 --http 127.0.0.1:18080`, stderr)
 	path := fs.String("config", "", "a YAML configuration `file` (default: the built-in example)")
 	kafkaPort := fs.Int("kafka-port", 9092, "the embedded broker's `port` on 127.0.0.1 (0 picks a free one)")
 	registry := fs.String("registry", "127.0.0.1:8081", "the schema registry's listen `address`; empty for none (then records are JSON)")
 	httpAddr := fs.String("http", "", "the API's listen `address` (default: http.listen of the config)")
 	agents := fs.Bool("agents", true, "run the demo agents")
+	withAuth := fs.Bool("auth", false, "enforce http.auth of the config (default: no authentication)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +67,10 @@ deploy/examples/switchboard.yaml.`, `  switchboard dev
 	if *httpAddr != "" {
 		cfg.HTTP.Listen = *httpAddr
 	}
+	apiCfg, err := apiConfig(cfg, *withAuth)
+	if err != nil {
+		return err
+	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 
 	cluster, err := embedded.Start(embedded.Options{KafkaPort: *kafkaPort, Registry: *registry != "", RegistryAddr: *registry})
@@ -75,7 +84,7 @@ deploy/examples/switchboard.yaml.`, `  switchboard dev
 	if _, err := kafkaio.EnsureTopics(ctx, settingsOf(cfg, "switchboard-dev"), cfg.TopicPlans(), true); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, log)
+	n, err := newNode(cfg, apiCfg, log)
 	if err != nil {
 		return err
 	}
@@ -120,14 +129,18 @@ deploy/examples/switchboard.yaml.`, `  switchboard dev
 	}
 	select {
 	case <-n.api.Ready():
-		printDevBanner(stdout, cfg, n.api.Addr(), cluster, *kafkaPort)
+		printDevBanner(stdout, cfg, n.api.Addr(), cluster, *kafkaPort, apiCfg.Auth.Required)
 	case <-ctx.Done():
 	}
 	wg.Wait()
 	return nodeErr
 }
 
-func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int) {
+func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int, authOn bool) {
+	auth := "OFF (dev): no credential needed, every tenant's results visible"
+	if authOn {
+		auth = "required (http.auth of the config): send Authorization: Bearer <API key or JWT>"
+	}
 	brokers := ""
 	if askedPort != 9092 {
 		brokers = " --brokers " + cluster.Bootstrap()
@@ -145,6 +158,7 @@ Switchboard dev is running.
   Schema Registry    %s
   HTTP API           http://%s   (metrics at /metrics)
   WebSocket          ws://%s/v1/stream
+  Authentication     %s
   demo agents        %d (slow answers after %s)
 
 Try, in another terminal:
@@ -156,5 +170,5 @@ Try, in another terminal:
   switchboard tail --topic results%s
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, brokers)
 }

@@ -115,7 +115,7 @@ func codecFor(cfg *config.Config) (*schemas.Codec, error) {
 	return schemas.NewCodec(schemas.WithRegistry(reg))
 }
 
-func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
+func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, error) {
 	codec, err := codecFor(cfg)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
-	n.api, err = api.New(api.Config{Listen: cfg.HTTP.Listen, MaxWait: cfg.HTTP.MaxWait.D()}, n.pub, n.results,
+	n.api, err = api.New(apiCfg, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithReadiness(func() error { return n.router.Load().Ready() }))
 	if err != nil {

@@ -18,9 +18,16 @@ Run the router and the HTTP/WebSocket API against a Kafka cluster, until
 SIGINT or SIGTERM. The config file is YAML (see deploy/examples/switchboard.yaml
 and the README's configuration reference). SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS,
 SWITCHBOARD_SCHEMA_REGISTRY_URL and SWITCHBOARD_KAFKA_SASL_USERNAME/PASSWORD
-override the file.`, `  switchboard serve --config deploy/examples/switchboard.yaml`, stderr)
+override the file.
+
+The API requires a credential on every request (http.auth: API keys and
+JWTs, whose secrets come from the environment variables the file names).
+Serving without authentication needs both http.auth.mode: off in the file
+and --insecure-no-auth here; it is then logged loudly and shown by the
+switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/examples/switchboard.yaml`, stderr)
 	path := fs.String("config", "", "the YAML configuration `file` (required)")
 	instance := fs.String("instance-id", "", "this instance's stable `id` (overrides router.instance_id; one per instance)")
+	insecure := fs.Bool("insecure-no-auth", false, "serve the API without authentication (needs http.auth.mode: off; anyone who can reach it can submit intents and read every tenant's results)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,11 +42,18 @@ override the file.`, `  switchboard serve --config deploy/examples/switchboard.y
 	if *instance != "" {
 		cfg.Router.InstanceID = *instance
 	}
+	if err := checkServeAuth(cfg, *insecure); err != nil {
+		return err
+	}
+	apiCfg, err := apiConfig(cfg, true)
+	if err != nil {
+		return err
+	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, log)
+	n, err := newNode(cfg, apiCfg, log)
 	if err != nil {
 		return err
 	}
@@ -48,7 +62,7 @@ override the file.`, `  switchboard serve --config deploy/examples/switchboard.y
 	}
 	log.Info("switchboard serving", "config", *path, "kafka", cfg.Kafka.BootstrapServers, "http", cfg.HTTP.Listen,
 		"group", cfg.Kafka.GroupID, "instance", n.instanceID, "delivery", cfg.Router.Delivery,
-		"intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String())
+		"intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String(), "auth", cfg.HTTP.Auth.Mode)
 	return n.run(ctx)
 }
 

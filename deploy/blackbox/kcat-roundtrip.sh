@@ -51,6 +51,8 @@ intents:
   echo: {agent: kcat, timeout: 60s}
 http:
   listen: 127.0.0.1:0
+  auth:   # this test talks to Kafka only; serve requires a credential all the same
+    api_keys: [{name: blackbox, tenant: blackbox, key_sha256: c7e615b1e6f0cb74f42a3e585d26c914921fa8958bc235ea66135a2be2bb67e1}]
 YAML
 
 echo "blackbox: starting switchboard serve (topics prefixed $prefix)"

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole configuration file. The zero value is not useful: use
@@ -17,7 +19,8 @@ type Config struct {
 	HTTP           HTTP                   `yaml:"http"`
 	Log            Log                    `yaml:"log"`
 
-	file string // where it was read from, for messages
+	file string     // where it was read from, for messages
+	root *yaml.Node // the parsed file, for the lines of later errors (ErrorAt)
 }
 
 // Kafka is how Switchboard reaches the cluster.
@@ -189,6 +192,13 @@ type HTTP struct {
 	// Results is how many recent results each instance keeps for lookups.
 	// Default 100,000.
 	Results int `yaml:"results"`
+	// AllowedOrigins are the browser origins allowed besides the API's own
+	// ("*": any); see http_auth.go.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Auth is who may call the API, as which tenant.
+	Auth HTTPAuth `yaml:"auth"`
+	// WebSocket is the limits of stream connections.
+	WebSocket WebSocket `yaml:"websocket"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

@@ -81,7 +81,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, &root, err)
 	}
-	c := &Config{file: name}
+	c := &Config{file: name, root: &root}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
@@ -194,6 +194,7 @@ func (c *Config) setDefaults() {
 	def(&c.HTTP.Listen, DefaultListen)
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
+	c.setHTTPDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -272,6 +273,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add("must be at least 1024", "topics", "max_message_bytes")
 	}
 	errs = append(errs, c.validateOverrides(root)...)
+	errs = append(errs, c.validateHTTP()...)
 	if c.SchemaRegistry.URL != "" && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
 		add(fmt.Sprintf("%q is not an http:// or https:// URL", c.SchemaRegistry.URL), "schema_registry", "url")
 	}
@@ -365,6 +367,14 @@ func lineOf(root *yaml.Node, path ...string) int {
 	}
 	line := 0
 	for _, k := range path {
+		if i, err := strconv.Atoi(k); err == nil && n != nil && n.Kind == yaml.SequenceNode {
+			if i < 0 || i >= len(n.Content) {
+				break
+			}
+			n = n.Content[i]
+			line = n.Line
+			continue
+		}
 		if n == nil || n.Kind != yaml.MappingNode {
 			break
 		}

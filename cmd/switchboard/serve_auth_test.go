@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+)
+
+// TestServeRefusesToRunWithoutAuthentication: serve needs a credential
+// configured, and runs without one only when both the file (mode: off) and
+// the command line (--insecure-no-auth) say so. All of this is decided
+// before Kafka is contacted.
+func TestServeRefusesToRunWithoutAuthentication(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, httpSection string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		y := "kafka: {bootstrap_servers: 127.0.0.1:1}\nagents: {echo: {}}\nintents: {echo: {agent: echo}}\n" + httpSection
+		if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	off := write("off.yaml", "http:\n  auth:\n    mode: off\n")
+	none := write("none.yaml", "")
+	unset := write("unset.yaml", "http:\n  auth:\n    api_keys:\n      - {name: web, tenant: acme, key_env: SWITCHBOARD_TEST_KEY_NOT_SET}\n")
+
+	cases := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"mode off without the flag", []string{"--config", off}, off + ":6: http.auth.mode: serve refuses to run without authentication"},
+		{"flag without mode off", []string{"--config", none, "--insecure-no-auth"}, "--insecure-no-auth is given but http.auth.mode is not off"},
+		{"nothing configured", []string{"--config", none}, none + ": http.auth: authentication is required but no credential is configured"},
+		{"key env not set", []string{"--config", unset}, unset + ":7: http.auth.api_keys.0.key_env: environment variable SWITCHBOARD_TEST_KEY_NOT_SET is not set"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(context.Background(), append([]string{"serve"}, tc.args...), &out, &errOut); code != 1 {
+				t.Fatalf("exit %d, want 1; stderr: %s", code, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.want) {
+				t.Fatalf("stderr %q\nwant it to contain %q", errOut.String(), tc.want)
+			}
+		})
+	}
+
+	// Both: serve goes on (here to Kafka, which the cancelled context stops
+	// at once): the refusal is gone.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	run(ctx, []string{"serve", "--config", off, "--insecure-no-auth"}, &out, &errOut)
+	if strings.Contains(errOut.String(), "authentication") {
+		t.Fatalf("mode off with --insecure-no-auth still refused: %s", errOut.String())
+	}
+}
+
+func TestShippedConfigsServeWithAuthentication(t *testing.T) {
+	cfg, err := config.Load("../../deploy/examples/switchboard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SWITCHBOARD_API_KEY", strings.Repeat("k", 32))
+	c, err := apiConfig(cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Auth.Required || len(c.Auth.APIKeys) != 1 || c.Auth.APIKeys[0].Tenant != "demo" {
+		t.Fatalf("auth = %+v", c.Auth)
+	}
+	// dev without --auth: none.
+	if c, err := apiConfig(cfg, false); err != nil || c.Auth.Required {
+		t.Fatalf("dev: %+v %v", c.Auth, err)
+	}
+}
