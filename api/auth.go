@@ -49,7 +49,7 @@ type AuthConfig struct {
 	Required bool
 
 	// APIKeys are the accepted API keys.
-	APIKeys []APIKey
+	APIKeys []Key
 
 	// JWT says how JWTs are verified; its zero value accepts none.
 	JWT JWTConfig
@@ -64,9 +64,9 @@ type AuthConfig struct {
 	AuthOffWarnings time.Duration
 }
 
-// APIKey is one accepted API key. Only its SHA-256 is kept; a presented key
+// Key is one accepted API key. Only its SHA-256 is kept; a presented key
 // is hashed and compared with every configured hash in constant time.
-type APIKey struct {
+type Key struct {
 	// Name identifies the key in logs (never the key itself).
 	Name string
 	// Tenant is the tenant the key acts for.

@@ -52,7 +52,7 @@ func rsaPublicPEM(t *testing.T) []byte {
 func testAuth() api.AuthConfig {
 	return api.AuthConfig{
 		Required: true,
-		APIKeys: []api.APIKey{
+		APIKeys: []api.Key{
 			{Name: "acme-web", Tenant: "acme", SHA256: sha256.Sum256([]byte(keyAcme))},
 			{Name: "globex-web", Tenant: "globex", SHA256: sha256.Sum256([]byte(keyGlobex))},
 		},
@@ -429,17 +429,17 @@ func TestAuthOffIsShownByTheGauge(t *testing.T) {
 }
 
 func TestAuthConfigValidate(t *testing.T) {
-	key := api.APIKey{Name: "k", Tenant: "acme", SHA256: sha256.Sum256([]byte(keyAcme))}
+	key := api.Key{Name: "k", Tenant: "acme", SHA256: sha256.Sum256([]byte(keyAcme))}
 	for name, a := range map[string]api.AuthConfig{
 		"Required needs":     {Required: true},
-		"Required is false":  {APIKeys: []api.APIKey{key}},
-		"not unique":         {Required: true, APIKeys: []api.APIKey{key, key}},
-		"Tenant":             {Required: true, APIKeys: []api.APIKey{{Name: "k", Tenant: "a b", SHA256: key.SHA256}}},
-		"SHA256 is not set":  {Required: true, APIKeys: []api.APIKey{{Name: "k", Tenant: "a"}}},
+		"Required is false":  {APIKeys: []api.Key{key}},
+		"not unique":         {Required: true, APIKeys: []api.Key{key, key}},
+		"Tenant":             {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a b", SHA256: key.SHA256}}},
+		"SHA256 is not set":  {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a"}}},
 		"HS256Secret":        {Required: true, JWT: api.JWTConfig{HS256Secret: []byte("short")}},
 		"RS256PublicKeys[0]": {Required: true, JWT: api.JWTConfig{RS256PublicKeys: []*rsa.PublicKey{nil}}},
-		"Leeway":             {Required: true, APIKeys: []api.APIKey{key}, JWT: api.JWTConfig{Leeway: -1}},
-		"PublicPaths":        {Required: true, APIKeys: []api.APIKey{key}, PublicPaths: []string{"healthz"}},
+		"Leeway":             {Required: true, APIKeys: []api.Key{key}, JWT: api.JWTConfig{Leeway: -1}},
+		"PublicPaths":        {Required: true, APIKeys: []api.Key{key}, PublicPaths: []string{"healthz"}},
 	} {
 		err := (api.Config{Auth: a}).Validate()
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -61,7 +61,7 @@ func unauthorized(code, format string, args ...any) *authError {
 // authenticator checks credentials. It is immutable after newAuthenticator
 // and safe for concurrent use.
 type authenticator struct {
-	keys   []APIKey
+	keys   []Key
 	jwt    *jwt.Parser // nil: JWTs are not accepted
 	hs256  []byte
 	rs256  jwt.VerificationKeySet

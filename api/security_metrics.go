@@ -11,8 +11,8 @@ type securityMetrics struct {
 	wsTenantRefused prometheus.Counter
 }
 
-// init creates the collectors and returns them for registration.
-func (m *securityMetrics) init() []prometheus.Collector {
+// collectors creates the collectors and returns them for registration.
+func (m *securityMetrics) collectors() []prometheus.Collector {
 	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_auth_failures_total",
 		Help: "Requests refused before reaching a handler, by error code (unauthenticated, invalid_token, token_expired, token_not_yet_valid, invalid_api_key, forbidden_origin).",

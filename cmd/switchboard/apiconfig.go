@@ -48,7 +48,7 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 		},
 	}
 	for _, k := range r.APIKeys {
-		c.Auth.APIKeys = append(c.Auth.APIKeys, api.APIKey{Name: k.Name, Tenant: k.Tenant, SHA256: k.SHA256})
+		c.Auth.APIKeys = append(c.Auth.APIKeys, api.Key{Name: k.Name, Tenant: k.Tenant, SHA256: k.SHA256})
 	}
 	return c, c.Validate()
 }
