@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,8 +17,11 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/apitest"
 )
 
 // Credentials of the auth tests: two API keys of two tenants, an HS256
@@ -445,5 +449,63 @@ func TestAuthConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: Validate = %v", name, err)
 		}
+	}
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+func TestRunWarnsWhileAuthIsOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		auth api.AuthConfig
+		want int // warnings after start and one period
+	}{
+		{"off", api.AuthConfig{AuthOffWarnings: time.Minute}, 2},
+		{"on", testAuth(), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			clock := clockwork.NewFakeClock()
+			srv, err := api.New(api.Config{Listen: "127.0.0.1:0", Auth: tc.auth}, &apitest.Publisher{}, api.NewResults(0),
+				api.WithClock(clock), api.WithRegisterer(prometheus.NewRegistry()),
+				api.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := startRun(ctx, t, srv)
+			if tc.want > 0 {
+				wctx, wcancel := context.WithTimeout(context.Background(), testTimeout)
+				defer wcancel()
+				if err := clock.BlockUntilContext(wctx, 1); err != nil { // the warning's ticker
+					t.Fatal(err)
+				}
+				clock.Advance(time.Minute)
+				eventually(t, "the repeated warning", func() bool { return logs.count("AUTHENTICATION IS OFF") == tc.want })
+			}
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if got := logs.count("level=WARN msg=\"AUTHENTICATION IS OFF"); got != tc.want {
+				t.Fatalf("%d warnings, want %d:\n%s", got, tc.want, logs.b.String())
+			}
+		})
 	}
 }

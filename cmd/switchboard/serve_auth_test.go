@@ -81,3 +81,12 @@ func TestShippedConfigsServeWithAuthentication(t *testing.T) {
 		t.Fatalf("dev: %+v %v", c.Auth, err)
 	}
 }
+
+func TestDevAuthFlagEnforcesTheConfigsAuth(t *testing.T) {
+	t.Setenv("SWITCHBOARD_API_KEY", "") // unset: dev --auth needs it, plain dev does not
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--auth", "--kafka-port", "0", "--registry", ""}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "built-in dev config:21: http.auth.api_keys.0.key_env: environment variable SWITCHBOARD_API_KEY is not set") {
+		t.Fatalf("exit %d, stderr %s", code, errOut.String())
+	}
+}
