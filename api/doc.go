@@ -18,9 +18,14 @@
 // It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
 // [Publisher] that writes to the requests topic, and feeds [Results.Add] from a
 // reader of the results topic. Every instance reads all results, so any
-// instance can answer any client. Nor does it own authentication or
-// authorisation yet: every caller may submit and stream anything (a later
-// issue adds auth; see the TODO on [Config.AllowedOrigins]).
+// instance can answer any client.
+//
+// It owns authentication and tenants ([AuthConfig]: API keys and JWTs, the
+// browser origin allowlist and CORS, 401/403 answers; a credential's tenant
+// scopes what it submits, reads and streams) and the stream's limits (send
+// queue, keepalive, read size, message rate, subscriptions per connection,
+// connections per tenant; see limits.go). It does not own where secrets come
+// from: the caller resolves them (cmd/switchboard reads the environment).
 //
 // Time comes from an injected clockwork.Clock ([WithClock]), so ?wait
 // deadlines, WebSocket keepalives and request durations follow a fake clock in

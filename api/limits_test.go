@@ -188,3 +188,62 @@ func TestLimitsConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSurvivesMalformedFrames writes raw bytes that are not valid
+// WebSocket frames from a client (unmasked, reserved bits and opcodes, a
+// length past the read limit, a fragmented control frame, a truncated
+// frame): the server drops that connection (no panic, nothing leaks) and
+// other clients are served as before.
+func TestStreamSurvivesMalformedFrames(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *api.Config) { c.MaxMessageBytes = 1024 }))
+	good := h.dial(nil)
+	good.subscribe(`{"session_id":"s"}`)
+	for name, raw := range map[string][]byte{
+		"unmasked text":        {0x81, 0x02, 'h', 'i'},
+		"reserved bits":        {0xf1, 0x80, 0, 0, 0, 0},
+		"reserved opcode":      {0x83, 0x80, 0, 0, 0, 0},
+		"huge length":          {0x81, 0xff, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4},
+		"fragmented ping":      {0x09, 0x80, 0, 0, 0, 0},
+		"continuation first":   {0x80, 0x80, 0, 0, 0, 0},
+		"bad close code":       {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe7},
+		"truncated then close": {0x81, 0xfe, 0x01},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := h.dial(nil)
+			if _, err := c.conn.NetConn().Write(raw); err != nil {
+				t.Fatal(err)
+			}
+			if name == "truncated then close" {
+				_ = c.conn.NetConn().Close()
+				return
+			}
+			_ = c.conn.NetConn().SetReadDeadline(time.Now().Add(testTimeout))
+			var err error
+			for err == nil { // whatever comes first (an error message, a close frame), the connection ends
+				_, _, err = c.conn.ReadMessage()
+			}
+			if strings.Contains(err.Error(), "timeout") {
+				t.Fatalf("the server kept a connection that sent %x: %v", raw, err)
+			}
+		})
+	}
+	// A well-formed frame of invalid UTF-8 is a bad message: an error
+	// answer, and the connection stays.
+	c := h.dial(nil)
+	if _, err := c.conn.NetConn().Write([]byte{0x81, 0x82, 0, 0, 0, 0, 0xff, 0xfe}); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.expect("error"); m.Error.Code != "bad_message" {
+		t.Fatalf("invalid UTF-8: %+v", m.Error)
+	}
+	c.subscribe(`{"session_id":"t"}`)
+	_ = c.conn.Close()
+
+	h.results.Add(result("after", "echo", "s"))
+	if m := good.expect("result"); m.Result.IntentID != "after" {
+		t.Fatalf("got %+v", m.Result)
+	}
+	eventually(t, "the bad connections to be gone", func() bool {
+		return metricValue(t, h.reg, "switchboard_ws_connections") == 1
+	})
+}

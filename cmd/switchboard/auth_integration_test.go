@@ -125,9 +125,9 @@ func TestServeAuthenticatesAndIsolatesTenantsOnKafka(t *testing.T) {
 		return conn
 	}
 	acmeWS := dial(http.Header{"Authorization": {"Bearer " + keyAcme}})
-	defer acmeWS.Close()
+	defer func() { _ = acmeWS.Close() }()
 	globexWS := dial(nil, "switchboard.v1", "bearer."+keyGlobex)
-	defer globexWS.Close()
+	defer func() { _ = globexWS.Close() }()
 	if globexWS.Subprotocol() != "switchboard.v1" {
 		t.Fatalf("subprotocol %q", globexWS.Subprotocol())
 	}

@@ -137,9 +137,10 @@ and JWTs locally.`, `  switchboard dev
 }
 
 func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int, authOn bool) {
-	auth := "OFF (dev): no credential needed, every tenant's results visible"
+	auth, header := "OFF (dev): no credential needed, every tenant's results visible", ""
 	if authOn {
 		auth = "required (http.auth of the config): send Authorization: Bearer <API key or JWT>"
+		header = ` -H "Authorization: Bearer $SWITCHBOARD_API_KEY"`
 	}
 	brokers := ""
 	if askedPort != 9092 {
@@ -166,9 +167,9 @@ Try, in another terminal:
   switchboard send --type fraud_check --payload '{"amount":1}' --context-ref user-1 --wait 5s%s
     (times out after 300ms and falls back to the static answer; run it again
      two seconds later and it falls back to the slow agent's cached answer)
-  curl -s -XPOST 'http://%s/v1/intents?wait=5s' -d '{"intent_type":"echo","payload":{"hello":"world"}}'
+  curl -s -XPOST 'http://%s/v1/intents?wait=5s'%s -d '{"intent_type":"echo","payload":{"hello":"world"}}'
   switchboard tail --topic results%s
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers)
 }
