@@ -509,3 +509,27 @@ func TestRunWarnsWhileAuthIsOff(t *testing.T) {
 		})
 	}
 }
+
+// TestOriginDefaultsToSameOrigin: with no AllowedOrigins, a browser on
+// another origin is refused (it was allowed before authentication came),
+// on HTTP and on the upgrade, with authentication off too.
+func TestOriginDefaultsToSameOrigin(t *testing.T) {
+	h := newHarness(t)
+	evil := http.Header{"Origin": {"https://evil.example.com"}}
+	resp, body := h.doWith("POST", "/v1/intents", `{"intent_type":"echo","payload":{}}`, evil)
+	wantRefusal(t, resp, body, http.StatusForbidden, "forbidden_origin")
+	conn, resp, body := h.tryDial("", evil)
+	if conn != nil {
+		t.Fatal("a foreign origin opened a stream")
+	}
+	wantRefusal(t, resp, body, http.StatusForbidden, "forbidden_origin")
+	if len(h.pub.Requests()) != 0 {
+		t.Fatal("a refused request was published")
+	}
+	if c, resp, body := h.tryDial("", http.Header{"Origin": {h.ts.URL}}); c == nil {
+		t.Fatalf("same origin refused: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do("POST", "/v1/intents", `{"intent_type":"echo","payload":{}}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("no Origin (not a browser): %d %s", resp.StatusCode, body)
+	}
+}
