@@ -44,15 +44,17 @@ type agentRoute struct {
 	refilledAt int64
 	woken      bool // capacity freed: the queue is pumped after the event
 
-	circuit  prometheus.Gauge
+	circuit   prometheus.Gauge
 	inFlightG prometheus.Gauge
-	queuedG  prometheus.Gauge
+	queuedG   prometheus.Gauge
 }
 
 func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agentRoute {
-	ar := &agentRoute{name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON,
+	ar := &agentRoute{
+		name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON,
 		maxInFlight: a.MaxInFlight, rate: a.Rate, queueLimit: a.QueueLimit, breaker: newBreaker(a.CircuitBreaker),
-		refilledAt: nowMs}
+		refilledAt: nowMs,
+	}
 	ar.burst = max(a.Rate, 1)
 	ar.tokens = ar.burst
 	ar.circuit = m.circuitState.WithLabelValues(name)
@@ -230,8 +232,10 @@ type AgentView struct {
 func (e *engine) agentViews(nowMs int64) []AgentView {
 	views := make([]AgentView, 0, len(e.agentList))
 	for _, a := range e.agentList {
-		v := AgentView{Name: a.name, Circuit: "none", InFlight: a.inFlight, Queued: a.queued,
-			MaxInFlight: a.maxInFlight, Rate: a.rate, QueueLimit: a.queueLimit}
+		v := AgentView{
+			Name: a.name, Circuit: "none", InFlight: a.inFlight, Queued: a.queued,
+			MaxInFlight: a.maxInFlight, Rate: a.rate, QueueLimit: a.queueLimit,
+		}
 		if a.breaker != nil {
 			s := a.breaker.current(nowMs)
 			v.Circuit = s.String()
