@@ -403,7 +403,7 @@ func testCancelResolvesAndNotifiesTheAgent(t *testing.T, delivery string) {
 	}
 
 	// Again, and for an intent never seen: counted, no second result. The
-	// agent's late answer is a duplicate.
+	// agent's answer after the cancel is late.
 	h.cancelRecord("c-1", nil)
 	h.cancelRecord("nobody", nil)
 	h.answer("c-1", "echo", `{}`)

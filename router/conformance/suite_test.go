@@ -96,13 +96,20 @@ type env struct {
 	touts   *inbox
 	dlq     *inbox
 	agents  map[string]*inbox
+	router  *router.Router
 }
 
 func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
+	return newEnvWith(t, bootstrap, avro, delivery, suiteConfig, false)
+}
+
+// newEnvWith is newEnv with another configuration (a format with the topic
+// prefix as %[1]s) and, with realClock, deadlines on real time.
+func newEnvWith(t *testing.T, bootstrap string, avro bool, delivery, yamlFormat string, realClock bool) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	prefix := "cf." + randomHex(4)
-	cfg, err := config.Parse("conformance.yaml", fmt.Appendf(nil, suiteConfig, prefix), nil)
+	cfg, err := config.Parse("conformance.yaml", fmt.Appendf(nil, yamlFormat, prefix), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +160,17 @@ func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	// Deadlines run on the fake clock; exactly_once commits on real time.
-	ropts = append(ropts, router.WithClock(e.clock), router.WithCommitClock(clockwork.NewRealClock()),
+	var clock clockwork.Clock = e.clock
+	if realClock {
+		clock = clockwork.NewRealClock()
+	}
+	ropts = append(ropts, router.WithClock(clock), router.WithCommitClock(clockwork.NewRealClock()),
 		router.WithRegisterer(e.reg), router.WithLogger(log))
 	r, err := router.New(cfg, e.codec, src, sink, ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.router = r
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -546,9 +558,9 @@ func (e *env) cancel(t *testing.T) {
 	if c, err := intents.UnmarshalCancel(notice.Key, notice.Value); err != nil || c.IntentID != req.IntentID {
 		t.Fatalf("notice %q: %v", notice.Value, err)
 	}
-	dups := gather(e.reg, "switchboard_responses_duplicate_total")
+	late := gather(e.reg, "switchboard_responses_late_total")
 	e.respond(req.IntentID, "echo", `1`, e.codec.Encoding())
-	e.waitMetric("switchboard_responses_duplicate_total", dups+1)
+	e.waitMetric("switchboard_responses_late_total", late+1)
 	if n := e.results.count(req.IntentID); n != 1 {
 		t.Fatalf("%d results for a cancelled intent", n)
 	}
