@@ -680,8 +680,11 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			attempt: pi.Attempt, persisted: true,
 		}
 		restored++
+		// An intent for an agent no longer configured cannot be dispatched:
+		// whatever its phase, it waits for its deadline and its fallback.
+		configured := agent.topic != ""
 		switch {
-		case pi.Queued != nil && *pi.Queued:
+		case configured && pi.Queued != nil && *pi.Queued:
 			// Back in its agent's queue, behind the intents already there.
 			if p.deadline <= nowMs {
 				e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
@@ -692,7 +695,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			e.schedule(p)
 			e.wake(agent)
 			continue
-		case pi.RetryAt != nil:
+		case configured && pi.RetryAt != nil:
 			p.phase, p.retryAt = phaseRetry, *pi.RetryAt
 			e.pending[p.id] = p
 			e.schedule(p) // a retry already due goes out on the next tick
