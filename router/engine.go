@@ -81,26 +81,27 @@ type emitFunc func(o *Output, a, b *track)
 // engine is the router's state machine. It is owned by the event loop and
 // never blocks: every effect is an Output handed to emit.
 type engine struct {
-	topics config.Topics
-	codec  *schemas.Codec
-	routes map[string]*route
-	agents map[string]*agentRoute
+	topics   config.Topics
+	codec    *schemas.Codec
+	routes   map[string]*route
+	agents   map[string]*agentRoute
+	unknown  *route
+	pending  map[string]*pending
+	wheel    *timeouts.Wheel[*pending]
+	cache    *timeouts.FallbackCache
+	resolved *resolvedWindow
+	m        *metrics
+	log      *slog.Logger
+	emit     emitFunc
+	failed   func(error)
+	owns     func(partition int32) bool // whether this instance owns a requests partition
+	nowMs    int64                      // the time of the current tick, for the wheel's callback
+
 	// agentList is agents by name; woken are the agents whose queue may
-	// move after the current event.
+	// move after the current event (see admission.go).
 	agentList []*agentRoute
 	woken     []*agentRoute
 	rnd       func(n int64) int64 // uniform in [0, n): retry jitter
-	unknown   *route
-	pending   map[string]*pending
-	wheel     *timeouts.Wheel[*pending]
-	cache     *timeouts.FallbackCache
-	resolved  *resolvedWindow
-	m         *metrics
-	log       *slog.Logger
-	emit      emitFunc
-	failed    func(error)
-	owns      func(partition int32) bool // whether this instance owns a requests partition
-	nowMs     int64                      // the time of the current tick, for the wheel's callback
 
 	// held are intents past their deadline whose responses partition this
 	// instance has not read up to the deadline yet (it lags, or it just took
@@ -504,9 +505,9 @@ func (e *engine) hold(p *pending, nowMs int64) {
 }
 
 // timeOut publishes the timeout event and resolves the intent with its
-// fallback: the cache, else the static answer, else timed_out.
-// An intent shed (its agent's queue was full) or refused by an open circuit
-// resolves shed or circuit_open, with the fallback answer if any.
+// fallback: the cache, else the static answer, else timed_out. An intent shed
+// (its agent's queue was full) or refused by an open circuit resolves shed or
+// circuit_open instead, with the fallback answer if any.
 func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, cause *track) {
 	answer, outcome, kind := e.fallback(p, nowMs)
 	switch reason {
