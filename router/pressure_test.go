@@ -2,11 +2,14 @@ package router_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -434,5 +437,29 @@ func testCancelResolvesAndNotifiesTheAgent(t *testing.T, delivery string) {
 	h.settle()
 	if n := h.sink.Count(slowTopic); n != 1 {
 		t.Fatalf("%d outputs to slow: a cancelled queued intent was dispatched or notified", n)
+	}
+}
+
+// Queued intents are pending: they count against router.max_pending, which
+// pauses the requests partitions, and the pause lifts as the queue drains.
+func TestQueuedIntentsCountAgainstMaxPending(t *testing.T) {
+	h := start(t, strings.Replace(pressureConfig, "router:\n", "router:\n  max_pending: 3\n", 1), config.AtLeastOnce)
+	reqTP := router.TopicPartition{Topic: requests}
+	h.request("s-1", "slow", `{}`)
+	h.wait(slowTopic, 1)
+	h.request("s-2", "slow", `{}`)
+	h.request("e-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.advance(5 * time.Millisecond)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
+		t.Fatal("one in flight, one queued, one elsewhere: requests not paused at max_pending 3")
+	}
+	h.answer("s-1", "slow", `{}`)
+	h.wait(slowTopic, 2)
+	h.answer("s-2", "slow", `{}`)
+	h.wait(results, 2)
+	h.advance(5 * time.Millisecond)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not resumed")
 	}
 }
