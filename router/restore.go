@@ -1,13 +1,24 @@
 package router
 
-import "github.com/switchboard-mcp/switchboard/schemas"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
 
 // restore takes over the pending intents of a partition this instance was
 // just assigned. Their timers resume at their original deadlines; those whose
 // deadline passed while no instance owned the partition are held until the
 // responses that arrived meanwhile have been read (see readResponse), then
 // time out if no answer came.
+//
+// Queued intents go back to their agent's queue in the order they were
+// received, behind the intents already queued; restored in-flight intents
+// count against their agent's max_in_flight; a scheduled retry keeps its time
+// and attempt, an in-flight intent its idle deadline.
 func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
+	var queued []*pending
 	for _, pi := range entries {
 		if _, ok := e.pending[pi.IntentID]; ok {
 			continue
@@ -48,10 +59,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 				e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
 				continue
 			}
-			p.phase = phaseQueued
-			e.join(p)
-			e.schedule(p)
-			e.wake(agent)
+			queued = append(queued, p)
 			continue
 		case configured && pi.RetryAt != nil:
 			p.phase, p.retryAt = phaseRetry, *pi.RetryAt
@@ -71,6 +79,13 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 		}
 		e.hold(p, nowMs)
 		held++
+	}
+	slices.SortStableFunc(queued, func(a, b *pending) int { return cmp.Compare(a.receivedAt, b.receivedAt) })
+	for _, p := range queued {
+		p.phase = phaseQueued
+		e.join(p)
+		e.schedule(p)
+		e.wake(p.agent)
 	}
 	return restored, held
 }
