@@ -44,7 +44,7 @@ type agentRoute struct {
 	refilledAt int64
 	woken      bool // capacity freed: the queue is pumped after the event
 
-	circuit   prometheus.Gauge
+	circuit   prometheus.Gauge // nil without a breaker
 	inFlightG prometheus.Gauge
 	queuedG   prometheus.Gauge
 }
@@ -57,7 +57,9 @@ func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agent
 	}
 	ar.burst = max(a.Rate, 1)
 	ar.tokens = ar.burst
-	ar.circuit = m.circuitState.WithLabelValues(name)
+	if ar.breaker != nil {
+		ar.circuit = m.circuitState.WithLabelValues(name)
+	}
 	ar.inFlightG = m.agentInFlight.WithLabelValues(name)
 	ar.queuedG = m.agentQueued.WithLabelValues(name)
 	return ar
