@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
@@ -34,12 +36,6 @@ const (
 	ClassEncode          = "encode_failed"
 )
 
-type agentRoute struct {
-	name  string
-	topic string
-	json  bool // the agent asked for JSON requests
-}
-
 type route struct {
 	name        string
 	agent       *agentRoute
@@ -47,6 +43,8 @@ type route struct {
 	cacheKey    string // config.CacheKey*; "" when the type has no cache fallback
 	cacheMaxAge time.Duration
 	static      *schemas.JSON
+	retry       *retryPolicy // nil: no retries
+	idleMs      int64        // 0: no idle timeout
 	m           *routeMetrics
 }
 
@@ -70,6 +68,10 @@ type pending struct {
 	timer       timeouts.Timer
 	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
 	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
+	phase       phase
+	retryAt     int64 // phaseRetry: when it is dispatched again
+	idleAt      int64 // phaseInFlight with an idle timeout: when it times out idle
+	probe       bool  // dispatched to probe a half-open circuit
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -94,6 +96,12 @@ type engine struct {
 	failed   func(error)
 	owns     func(partition int32) bool // whether this instance owns a requests partition
 	nowMs    int64                      // the time of the current tick, for the wheel's callback
+
+	// agentList is agents by name; woken are the agents whose queue may
+	// move after the current event (see admission.go).
+	agentList []*agentRoute
+	woken     []*agentRoute
+	rnd       func(n int64) int64 // uniform in [0, n): retry jitter
 
 	// held are intents past their deadline whose responses partition this
 	// instance has not read up to the deadline yet (it lags, or it just took
@@ -146,13 +154,18 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		read:     map[int32]*readProgress{},
 	}
 	for name, a := range cfg.Agents {
-		e.agents[name] = &agentRoute{name: name, topic: a.Topic, json: a.Encoding == config.EncodingJSON}
+		ar := newAgentRoute(name, a, m, nowMs)
+		e.agents[name] = ar
+		e.agentList = append(e.agentList, ar)
 	}
+	slices.SortFunc(e.agentList, func(a, b *agentRoute) int { return strings.Compare(a.name, b.name) })
 	for name, it := range cfg.Intents {
 		r := &route{
 			name:   name,
 			agent:  e.agents[it.Agent],
 			policy: intents.TimeoutPolicy{Default: it.Timeout.D(), Min: it.MinTimeout.D(), Max: it.MaxTimeout.D()},
+			retry:  newRetryPolicy(it.Retry),
+			idleMs: it.IdleTimeout.D().Milliseconds(),
 			m:      m.forRoute(name, it.Agent),
 		}
 		if fc := it.Fallback.Cache; fc != nil {
@@ -169,6 +182,10 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 
 // onRequest handles one record of the requests topic.
 func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
+	if control, ok := controlOf(rec); ok {
+		e.onControl(rec, control, t, nowMs)
+		return
+	}
 	var req schemas.IntentRequest
 	if err := e.codec.Decode(rec.Value, &req); err != nil {
 		e.unknown.m.received.Inc()
@@ -226,11 +243,11 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		e.timeOut(p, nowMs, schemas.ReasonExpiredOnArrival, t)
 		return
 	}
-	e.dispatch(p, nowMs, t)
+	e.admit(p, nowMs, t)
 }
 
 // dispatch sends an intent to its agent, records it in the pending
-// changelog, and starts its timer.
+// changelog, and starts its timer. The caller has checked admission.
 func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	ar := &schemas.AgentRequest{
 		IntentID:    p.id,
@@ -256,28 +273,74 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		return
 	}
 	p.dispatched = nowMs
+	p.phase, p.retryAt, p.idleAt = phaseInFlight, 0, 0
+	if p.route.idleMs > 0 {
+		p.idleAt = nowMs + p.route.idleMs
+	}
+	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
+	if !e.persist(p, t) {
+		return
+	}
+	a := p.agent
+	a.inFlight++
+	if a.rate > 0 {
+		a.tokens--
+	}
+	if a.breaker != nil {
+		p.probe = a.breaker.dispatched(nowMs)
+	}
+	e.pending[p.id] = p
+	e.schedule(p)
+	p.route.m.dispatched.Inc()
+}
+
+// persist writes p's state to the pending changelog.
+func (e *engine) persist(p *pending, t *track) bool {
 	state, err := e.codec.Encode(e.topics.Pending, p.record())
 	if err != nil {
 		e.encodeFailed(t, err)
-		return
+		return false
 	}
-	key := []byte(p.id)
-	e.emit(&Output{Topic: p.agent.topic, Key: key, Value: value, Headers: p.headers()}, t, nil)
-	e.emit(&Output{Topic: e.topics.Pending, Key: key, Value: state}, t, nil)
+	e.emit(&Output{Topic: e.topics.Pending, Key: []byte(p.id), Value: state}, t, nil)
 	p.persisted = true
-	e.pending[p.id] = p
-	p.timer = e.wheel.Schedule(p.deadline, p)
-	p.route.m.dispatched.Inc()
+	return true
+}
+
+// schedule (re)starts p's timer at the next thing due: its retry, its idle
+// deadline or its deadline.
+func (e *engine) schedule(p *pending) {
+	if p.timer != (timeouts.Timer{}) {
+		e.wheel.Cancel(p.timer)
+	}
+	due := p.deadline
+	switch {
+	case p.phase == phaseRetry:
+		due = p.retryAt
+	case p.idleAt != 0:
+		due = min(due, p.idleAt)
+	}
+	p.timer = e.wheel.Schedule(due, p)
 }
 
 // record is p's durable form.
 func (p *pending) record() *schemas.PendingIntent {
-	return &schemas.PendingIntent{
+	rec := &schemas.PendingIntent{
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
 		Tenant: p.tenant, Traceparent: p.traceparent,
 	}
+	switch p.phase {
+	case phaseQueued:
+		rec.Queued = schemas.Ptr(true)
+	case phaseRetry:
+		rec.RetryAt = schemas.Ptr(p.retryAt)
+	case phaseInFlight:
+		if p.idleAt != 0 {
+			rec.IdleDeadline = schemas.Ptr(p.idleAt)
+		}
+	}
+	return rec
 }
 
 // onResponse handles one record of the responses topic.
@@ -297,18 +360,36 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.onStrayResponse(&resp, nowMs, t)
 		return
 	}
+	// An answer from any attempt answers the intent. An error or a progress
+	// message counts only for the attempt in flight: one from an attempt
+	// already retried (by its attempt field, or because no attempt is in
+	// flight) is stale.
+	current := p.phase == phaseInFlight && (resp.Attempt == nil || *resp.Attempt == p.attempt)
 	switch resp.Status {
 	case schemas.StatusOK:
+		e.recordOutcome(p, false, nowMs)
 		e.remember(p.route, p.cacheKey, resp.Answer, nowMs, t)
 		e.resolve(p, schemas.OutcomeAnswered, resp.Answer, nil, rec.TimestampMs, nowMs, t)
 	case schemas.StatusError:
+		if !current {
+			e.m.staleResponses.Inc()
+			return
+		}
 		info := resp.Error
 		if info == nil {
 			info = &schemas.ErrorInfo{Code: "agent_error", Message: "the agent reported an error without details"}
 		}
-		e.resolve(p, schemas.OutcomeAgentError, nil, info, rec.TimestampMs, nowMs, t)
+		e.recordOutcome(p, true, nowMs)
+		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
 		e.m.progress.Inc()
+		if current && p.route.idleMs > 0 {
+			// Progress pushes the idle deadline, never the deadline.
+			p.idleAt = nowMs + p.route.idleMs
+			if e.persist(p, t) {
+				e.schedule(p)
+			}
+		}
 	default:
 		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
 	}
@@ -360,6 +441,7 @@ func (e *engine) onFallbackAnswer(fa *schemas.FallbackAnswer) {
 func (e *engine) tick(nowMs int64) {
 	e.nowMs = nowMs
 	e.wheel.Advance(nowMs, e.onExpire)
+	e.pumpAll(nowMs)
 	e.resolved.rotate(nowMs, func(gone map[string]resolvedEntry) {
 		for id, r := range gone {
 			if r.persisted && e.owns(r.partition) {
@@ -379,11 +461,28 @@ func (e *engine) tick(nowMs int64) {
 	}
 }
 
-// onExpire is the wheel's callback: an intent's deadline passed. It times
-// out, unless the responses that could still answer it in time have not been
-// read yet.
+// onExpire is the wheel's callback: an intent's retry is due, or its idle
+// deadline or deadline passed. A dispatched intent times out unless the
+// responses that could still answer it in time have not been read yet.
 func (e *engine) onExpire(_ int64, p *pending) {
 	p.timer = timeouts.Timer{}
+	now := e.nowMs
+	switch {
+	case p.phase == phaseRetry:
+		e.retryNow(p, now)
+		return
+	case p.phase == phaseQueued:
+		// Never dispatched: no response can come, and it is never sent.
+		e.timeOut(p, now, schemas.ReasonDeadline, nil)
+		return
+	case p.idleAt != 0 && now < p.deadline:
+		if !e.readPast(p.partition, p.idleAt) {
+			p.timer = e.wheel.Schedule(min(p.deadline, now+quietMs), p)
+			return
+		}
+		e.timeOut(p, now, schemas.ReasonIdle, nil)
+		return
+	}
 	if !e.readPast(p.partition, p.deadline) {
 		e.hold(p, e.nowMs)
 		return
@@ -406,18 +505,18 @@ func (e *engine) hold(p *pending, nowMs int64) {
 }
 
 // timeOut publishes the timeout event and resolves the intent with its
-// fallback: the cache, else the static answer, else timed_out.
+// fallback: the cache, else the static answer, else timed_out. An intent shed
+// (its agent's queue was full) or refused by an open circuit resolves shed or
+// circuit_open instead, with the fallback answer if any.
 func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, cause *track) {
-	outcome, kind := schemas.OutcomeTimedOut, schemas.FallbackNone
-	var answer *schemas.JSON
-	if p.route.cacheKey != "" {
-		if a, _, ok := e.cache.Get(p.route.name, p.cacheKey, p.route.cacheMaxAge, nowMs); ok {
-			j := schemas.JSON(a)
-			answer, outcome, kind = &j, schemas.OutcomeFallbackCache, schemas.FallbackCache
-		}
-	}
-	if answer == nil && p.route.static != nil {
-		answer, outcome, kind = p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
+	answer, outcome, kind := e.fallback(p, nowMs)
+	switch reason {
+	case schemas.ReasonShed:
+		outcome = schemas.OutcomeShed
+	case schemas.ReasonCircuitOpen:
+		outcome = schemas.OutcomeCircuitOpen
+	case schemas.ReasonDeadline, schemas.ReasonIdle:
+		e.recordOutcome(p, true, nowMs) // a dispatched intent that timed out is a failure
 	}
 	ev := &schemas.IntentTimeout{
 		IntentID:   p.id,
@@ -441,12 +540,30 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 	e.resolve(p, outcome, answer, nil, 0, nowMs, cause)
 }
 
+// fallback is what an intent that gets no answer resolves with: the cache,
+// else the static answer, else nothing (timed_out).
+func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outcome, schemas.FallbackKind) {
+	if p.route.cacheKey != "" {
+		if a, _, ok := e.cache.Get(p.route.name, p.cacheKey, p.route.cacheMaxAge, nowMs); ok {
+			j := schemas.JSON(a)
+			return &j, schemas.OutcomeFallbackCache, schemas.FallbackCache
+		}
+	}
+	if p.route.static != nil {
+		return p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
+	}
+	return nil, schemas.OutcomeTimedOut, schemas.FallbackNone
+}
+
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
 	if p.timer != (timeouts.Timer{}) {
 		e.wheel.Cancel(p.timer)
 		p.timer = timeouts.Timer{}
+	}
+	if p.agent != nil {
+		e.leave(p)
 	}
 	delete(e.pending, p.id)
 	res := &schemas.IntentResult{
@@ -526,53 +643,6 @@ func (e *engine) reject(rec *Record, t *track, class string, cause error, req *s
 		p.sessionID, p.tenant, p.traceparent = req.SessionID, req.Tenant, req.Traceparent
 	}
 	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, t)
-}
-
-// restore takes over the pending intents of a partition this instance was
-// just assigned. Their timers resume at their original deadlines; those whose
-// deadline passed while no instance owned the partition are held until the
-// responses that arrived meanwhile have been read (see readResponse), then
-// time out if no answer came.
-func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
-	for _, pi := range entries {
-		if _, ok := e.pending[pi.IntentID]; ok {
-			continue
-		}
-		r := e.routes[pi.IntentType]
-		if r == nil {
-			r = &route{name: pi.IntentType, m: e.unknown.m}
-			if pi.ResolvedAt == nil {
-				e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
-			}
-		}
-		if pi.ResolvedAt != nil {
-			outcome := schemas.OutcomeUnknown
-			if pi.Outcome != nil {
-				outcome = schemas.Outcome(*pi.Outcome)
-			}
-			e.resolved.restore(pi.IntentID, resolvedEntry{route: r, cacheKey: pi.CacheKey, outcome: outcome, partition: partition, persisted: true})
-			continue
-		}
-		agent := e.agents[pi.Agent]
-		if agent == nil {
-			agent = &agentRoute{name: pi.Agent}
-		}
-		p := &pending{
-			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
-			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
-			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
-			attempt: pi.Attempt, persisted: true,
-		}
-		e.pending[p.id] = p
-		restored++
-		if p.deadline > nowMs {
-			p.timer = e.wheel.Schedule(p.deadline, p)
-			continue
-		}
-		e.hold(p, nowMs)
-		held++
-	}
-	return restored, held
 }
 
 // readResponse notes that a response stamped tsMs was read from a partition,
@@ -667,6 +737,7 @@ func (e *engine) forgetPartition(partition int32) int {
 			if p.timer != (timeouts.Timer{}) {
 				e.wheel.Cancel(p.timer)
 			}
+			e.leave(p)
 			delete(e.pending, id)
 			n++
 		}

@@ -33,6 +33,12 @@ type metrics struct {
 	restoreSeconds  prometheus.Histogram
 	transactions    *prometheus.CounterVec
 	commitSeconds   prometheus.Histogram
+	circuitState    *prometheus.GaugeVec
+	agentInFlight   *prometheus.GaugeVec
+	agentQueued     *prometheus.GaugeVec
+	retries         *prometheus.CounterVec
+	cancels         *prometheus.CounterVec
+	staleResponses  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -104,11 +110,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_transaction_commit_duration_seconds", Help: "Time to send offsets and commit one transaction.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
+		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_agent_circuit_state", Help: "An agent's circuit breaker: 0 closed, 1 open, 2 half-open (only agents with a breaker).",
+		}, []string{"agent"}),
+		agentInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_agent_in_flight", Help: "Intents dispatched to an agent and not yet resolved or retried.",
+		}, []string{"agent"}),
+		agentQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_agent_queued", Help: "Intents waiting in an agent's admission queue.",
+		}, []string{"agent"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_intent_retries_total", Help: "Retries scheduled after a retryable agent error, by intent type.",
+		}, []string{"intent_type"}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_cancels_total", Help: "Cancel records read, by result: cancelled (a pending intent resolved cancelled) or ignored (unknown or already resolved).",
+		}, []string{"result"}),
+		staleResponses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_responses_stale_total", Help: "Agent errors from an attempt already retried, or for an intent not in flight (ignored).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
 		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds,
+		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -123,6 +148,7 @@ type routeMetrics struct {
 	received   prometheus.Counter
 	dispatched prometheus.Counter
 	late       prometheus.Counter
+	retries    prometheus.Counter
 	resolved   map[schemas.Outcome]prometheus.Counter
 	seconds    map[schemas.Outcome]prometheus.Observer
 	timeouts   map[schemas.TimeoutReason]prometheus.Counter
@@ -132,6 +158,7 @@ func (m *metrics) forRoute(intentType, agent string) *routeMetrics {
 	rm := &routeMetrics{
 		received: m.received.WithLabelValues(intentType),
 		late:     m.lateResponses.WithLabelValues(intentType),
+		retries:  m.retries.WithLabelValues(intentType),
 		resolved: map[schemas.Outcome]prometheus.Counter{},
 		seconds:  map[schemas.Outcome]prometheus.Observer{},
 		timeouts: map[schemas.TimeoutReason]prometheus.Counter{},
@@ -143,7 +170,7 @@ func (m *metrics) forRoute(intentType, agent string) *routeMetrics {
 		rm.resolved[o] = m.resolved.WithLabelValues(intentType, string(o))
 		rm.seconds[o] = m.resolveSeconds.WithLabelValues(intentType, string(o))
 	}
-	for _, r := range []schemas.TimeoutReason{schemas.ReasonDeadline, schemas.ReasonExpiredOnArrival} {
+	for _, r := range []schemas.TimeoutReason{schemas.ReasonDeadline, schemas.ReasonExpiredOnArrival, schemas.ReasonIdle, schemas.ReasonCircuitOpen, schemas.ReasonShed} {
 		rm.timeouts[r] = m.timeouts.WithLabelValues(intentType, string(r))
 	}
 	return rm

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,7 @@ type options struct {
 	restorer     Restorer
 	feed         FallbackFeed
 	commitClock  clockwork.Clock
+	rnd          *rand.Rand
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -56,6 +59,10 @@ func WithRestorer(r Restorer) Option { return func(o *options) { o.restorer = r 
 // commits run on real time with it.
 func WithCommitClock(c clockwork.Clock) Option { return func(o *options) { o.commitClock = c } }
 
+// WithRand sets the random source of retry jitter (default: math/rand/v2's
+// global source). Tests pass a seeded one.
+func WithRand(r *rand.Rand) Option { return func(o *options) { o.rnd = r } }
+
 // WithFallbackFeed sets the reader of the shared fallback-cache topic.
 // Without one, the fallback cache holds only the answers this instance saw.
 func WithFallbackFeed(f FallbackFeed) Option { return func(o *options) { o.feed = f } }
@@ -77,6 +84,8 @@ type Router struct {
 	feed         chan *schemas.FallbackAnswer
 	backpressure atomic.Bool // event loop -> poll goroutine: pause requests
 	health       atomic.Pointer[healthState]
+	agents       atomic.Pointer[[]AgentView] // published by the event loop
+	viewsAt      int64                       // event loop: when agents was last published
 	started      atomic.Bool
 	stop         chan struct{} // closed by Shutdown
 	stopOnce     sync.Once
@@ -152,6 +161,12 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 		return nil, err
 	}
 	r.tr = newTracker(r.storeOffset)
+	e.rnd = rand.Int64N
+	if o.rnd != nil {
+		e.rnd = o.rnd.Int64N
+	}
+	views := e.agentViews(o.clock.Now().UnixMilli())
+	r.agents.Store(&views)
 	e.emit = r.produce
 	e.failed = r.fail
 	e.owns = func(p int32) bool { return r.assigned[TopicPartition{cfg.Topics.Requests, p}] }
@@ -159,6 +174,14 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	src.OnRevoke(r.onRevoke)
 	return r, nil
 }
+
+// Agents returns a snapshot of each configured agent's admission state and
+// circuit breaker, by name. The event loop publishes it every agentViewMs, so
+// it may be that old. Safe for concurrent use.
+func (r *Router) Agents() []AgentView { return slices.Clone(*r.agents.Load()) }
+
+// agentViewMs is how often the event loop publishes the agents' view.
+const agentViewMs = 100
 
 // Ready returns nil while the router is running and healthy, else why not.
 // It backs /readyz.
@@ -319,6 +342,7 @@ func (r *Router) handle(ev any) {
 		case ev.Topic == r.cfg.Topics.Responses:
 			r.engine.onResponse(ev, t, now)
 		}
+		r.engine.flush(now)
 		r.tr.release(t)
 	case EndOfPartition:
 		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
@@ -326,6 +350,7 @@ func (r *Router) handle(ev any) {
 		}
 	case *restored:
 		r.applyRestore(ev, now)
+		r.engine.flush(now)
 	}
 }
 
@@ -373,6 +398,12 @@ func (r *Router) forward(rec *Record, t *track) {
 func (r *Router) onTick() {
 	now := r.opts.clock.Now().UnixMilli()
 	r.engine.tick(now)
+	r.engine.flush(now)
+	if now-r.viewsAt >= agentViewMs {
+		r.viewsAt = now
+		views := r.engine.agentViews(now)
+		r.agents.Store(&views)
+	}
 	if r.tx != nil && r.opts.commitClock == nil && now-r.lastCommit >= r.cfg.Router.CommitInterval.D().Milliseconds() {
 		r.commit()
 	}

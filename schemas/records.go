@@ -64,6 +64,7 @@ type AgentResponse struct {
 	Answer     *JSON      `avro:"answer" json:"answer,omitempty"`
 	Error      *ErrorInfo `avro:"error" json:"error,omitempty"`
 	ProducedAt *int64     `avro:"produced_at" json:"produced_at,omitempty"`
+	Attempt    *int32     `avro:"attempt" json:"attempt,omitempty"`
 }
 
 // TimeoutReason says why an intent timed out.
@@ -175,6 +176,9 @@ type PendingIntent struct {
 	Traceparent  *string `avro:"traceparent" json:"traceparent,omitempty"`
 	ResolvedAt   *int64  `avro:"resolved_at" json:"resolved_at,omitempty"`
 	Outcome      *string `avro:"outcome" json:"outcome,omitempty"`
+	Queued       *bool   `avro:"queued" json:"queued,omitempty"`
+	RetryAt      *int64  `avro:"retry_at" json:"retry_at,omitempty"`
+	IdleDeadline *int64  `avro:"idle_deadline" json:"idle_deadline,omitempty"`
 }
 
 // FallbackAnswer is a last good answer in the compacted fallback-cache topic.

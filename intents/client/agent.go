@@ -115,7 +115,7 @@ func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 		return
 	}
 	now := a.cfg.Clock.Now().UnixMilli()
-	resp := &schemas.AgentResponse{RequestID: req.IntentID, Agent: a.cfg.Name, Status: schemas.StatusOK, ProducedAt: &now}
+	resp := &schemas.AgentResponse{RequestID: req.IntentID, Agent: a.cfg.Name, Status: schemas.StatusOK, ProducedAt: &now, Attempt: &req.Attempt}
 	if err != nil {
 		var r interface{ Retryable() bool }
 		resp.Status = schemas.StatusError

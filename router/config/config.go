@@ -99,6 +99,18 @@ type Agent struct {
 	// Encoding of the requests written to Topic: "avro", "json", or empty for
 	// the default.
 	Encoding string `yaml:"encoding"`
+	// MaxInFlight bounds the intents dispatched to the agent and not yet
+	// answered. Zero: no bound.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// Rate bounds dispatches per second (a token bucket holding up to one
+	// second's worth, at least one). Zero: no bound.
+	Rate float64 `yaml:"rate"`
+	// QueueLimit bounds the intents waiting for capacity; beyond it an
+	// intent is shed at once. Zero: no bound but router.max_pending.
+	QueueLimit int `yaml:"queue_limit"`
+	// CircuitBreaker stops dispatching to an agent that keeps failing. Nil:
+	// no breaker.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
 
 	Name string `yaml:"-"`
 }
@@ -112,6 +124,13 @@ type IntentType struct {
 	// MinTimeout and MaxTimeout clamp what an intent asks for with timeout_ms.
 	MinTimeout Duration `yaml:"min_timeout"`
 	MaxTimeout Duration `yaml:"max_timeout"`
+	// IdleTimeout, when set, times an intent out (reason idle) when its agent
+	// has sent nothing for this long since the dispatch or its last progress
+	// message. It never extends Timeout.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Retry dispatches again an intent whose agent answered with a
+	// retryable error. Nil: no retries.
+	Retry *Retry `yaml:"retry"`
 	// Fallback says what a timed-out intent resolves with.
 	Fallback Fallback `yaml:"fallback"`
 

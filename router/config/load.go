@@ -216,6 +216,7 @@ func (c *Config) setDefaults() {
 			def(&it.Fallback.Cache.Key, CacheKeyContextRef)
 		}
 	}
+	c.setPressureDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -345,6 +346,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	if c.Router.MaxPending < 1 {
 		add("must be at least 1", "router", "max_pending")
 	}
+	c.validatePressure(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

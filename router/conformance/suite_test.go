@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
@@ -39,6 +40,8 @@ func run(t *testing.T, bootstrap string) {
 			t.Run("duplicate_response", e.duplicateResponse)
 			t.Run("malformed_record_to_dead_letter", e.malformedToDeadLetter)
 			t.Run("json_agent_in_any_mode", e.jsonAgent)
+			t.Run("cancel_resolves_and_notifies", e.cancel)
+			t.Run("retryable_error_is_retried", e.retried)
 			t.Run("misrouted_request_is_moved", e.misrouted)
 		})
 	}
@@ -65,6 +68,7 @@ intents:
   echo:        {agent: echo, timeout: 5s}
   fraud_check: {agent: slow, timeout: 300ms, fallback: {cache: {max_age: 10m}, static: {decision: review}}}
   lookup:      {agent: plain, timeout: 5s}
+  retried:     {agent: echo, timeout: 5s, retry: {max_retries: 1, backoff: 10ms, max_backoff: 10ms}}
 `
 
 // awaitTimeout bounds every wait for a record: generous for a loaded CI
@@ -92,13 +96,20 @@ type env struct {
 	touts   *inbox
 	dlq     *inbox
 	agents  map[string]*inbox
+	router  *router.Router
 }
 
 func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
+	return newEnvWith(t, bootstrap, avro, delivery, suiteConfig, false)
+}
+
+// newEnvWith is newEnv with another configuration (a format with the topic
+// prefix as %[1]s) and, with realClock, deadlines on real time.
+func newEnvWith(t *testing.T, bootstrap string, avro bool, delivery, yamlFormat string, realClock bool) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	prefix := "cf." + randomHex(4)
-	cfg, err := config.Parse("conformance.yaml", fmt.Appendf(nil, suiteConfig, prefix), nil)
+	cfg, err := config.Parse("conformance.yaml", fmt.Appendf(nil, yamlFormat, prefix), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,12 +160,17 @@ func newEnv(t *testing.T, bootstrap string, avro bool, delivery string) *env {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	// Deadlines run on the fake clock; exactly_once commits on real time.
-	ropts = append(ropts, router.WithClock(e.clock), router.WithCommitClock(clockwork.NewRealClock()),
+	var clock clockwork.Clock = e.clock
+	if realClock {
+		clock = clockwork.NewRealClock()
+	}
+	ropts = append(ropts, router.WithClock(clock), router.WithCommitClock(clockwork.NewRealClock()),
 		router.WithRegisterer(e.reg), router.WithLogger(log))
 	r, err := router.New(cfg, e.codec, src, sink, ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.router = r
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -514,5 +530,71 @@ func (e *env) misrouted(t *testing.T) {
 	}
 	if got := gather(e.reg, "switchboard_records_moved_total"); got != 1 {
 		t.Fatalf("moved = %v, want 1", got)
+	}
+}
+
+// cancel: a cancel record (a header marks it) resolves a dispatched intent
+// cancelled and reaches the agent's topic as a notice with the header.
+func (e *env) cancel(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("echo", `{}`, "")
+	e.publish(req, time.Time{})
+	e.dispatched("echo", req.IntentID)
+	control := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Requests, []byte(req.IntentID), nil, control, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeCancelled {
+		t.Fatalf("result %+v", res)
+	}
+	notice := e.await(e.agents["echo"], req.IntentID, func(r *router.Record) bool {
+		for _, h := range r.Headers {
+			if h.Key == intents.HeaderControl && string(h.Value) == intents.ControlCancel {
+				return true
+			}
+		}
+		return false
+	})
+	if c, err := intents.UnmarshalCancel(notice.Key, notice.Value); err != nil || c.IntentID != req.IntentID {
+		t.Fatalf("notice %q: %v", notice.Value, err)
+	}
+	late := gather(e.reg, "switchboard_responses_late_total")
+	e.respond(req.IntentID, "echo", `1`, e.codec.Encoding())
+	e.waitMetric("switchboard_responses_late_total", late+1)
+	if n := e.results.count(req.IntentID); n != 1 {
+		t.Fatalf("%d results for a cancelled intent", n)
+	}
+}
+
+// retried: a retryable error from attempt 1 sends attempt 2, whose answer
+// resolves the intent.
+func (e *env) retried(t *testing.T) {
+	e = e.on(t)
+	req := e.intent("retried", `{}`, "")
+	e.publish(req, time.Time{})
+	e.dispatched("echo", req.IntentID)
+	v, err := e.codec.Encode(e.cfg.Topics.Responses, &schemas.AgentResponse{
+		RequestID: req.IntentID, Agent: "echo", Status: schemas.StatusError, Attempt: schemas.Ptr[int32](1),
+		Error: &schemas.ErrorInfo{Code: "busy", Message: "busy", Retryable: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries := gather(e.reg, "switchboard_intent_retries_total")
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Responses, []byte(req.IntentID), v, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitMetric("switchboard_intent_retries_total", retries+1)
+	e.clock.Advance(20 * time.Millisecond) // past the backoff
+	second := e.await(e.agents["echo"], req.IntentID, func(r *router.Record) bool {
+		var ar schemas.AgentRequest
+		return e.codec.Decode(r.Value, &ar) == nil && ar.Attempt == 2
+	})
+	if second == nil {
+		t.Fatal("no second attempt")
+	}
+	e.respond(req.IntentID, "echo", `{"ok":2}`, e.codec.Encoding())
+	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeAnswered || res.Attempts != 2 {
+		t.Fatalf("result %+v", res)
 	}
 }

@@ -1,0 +1,64 @@
+package router
+
+import (
+	"fmt"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// ClassInvalidControl is the dead-letter class of a control record the
+// router cannot act on: a cancel without a readable intent id, or an unknown
+// kind of control.
+const ClassInvalidControl = "invalid_control"
+
+// controlOf returns the value of a record's control header, if it has one.
+func controlOf(rec *Record) (string, bool) {
+	for _, h := range rec.Headers {
+		if h.Key == intents.HeaderControl {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// onControl handles a control record of the requests topic.
+func (e *engine) onControl(rec *Record, control string, t *track, nowMs int64) {
+	if control != intents.ControlCancel {
+		e.deadLetter(rec, t, ClassInvalidControl, fmt.Errorf("control %q is not a kind the router knows (cancel)", control))
+		return
+	}
+	c, err := intents.UnmarshalCancel(rec.Key, rec.Value)
+	if err != nil {
+		e.deadLetter(rec, t, ClassInvalidControl, err)
+		return
+	}
+	e.cancel(c, nowMs, t)
+}
+
+// cancel resolves a pending intent (queued, in flight, waiting for a retry or
+// held) cancelled, and tells its agent when the intent was dispatched. An
+// intent this instance does not hold pending (unknown, or already resolved)
+// is left alone: it has or will get its one result.
+func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
+	p := e.pending[c.IntentID]
+	if p == nil {
+		e.m.cancels.WithLabelValues("ignored").Inc()
+		return
+	}
+	if p.dispatched != 0 {
+		value, err := intents.MarshalCancel(c)
+		if err != nil {
+			e.encodeFailed(t, err)
+			return
+		}
+		h := append(p.headers(), Header{intents.HeaderControl, []byte(intents.ControlCancel)})
+		e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t, nil)
+	}
+	msg := c.Reason
+	if msg == "" {
+		msg = "cancelled by the caller"
+	}
+	e.resolve(p, schemas.OutcomeCancelled, nil, &schemas.ErrorInfo{Code: "cancelled", Message: msg}, 0, nowMs, t)
+	e.m.cancels.WithLabelValues("cancelled").Inc()
+}

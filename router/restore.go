@@ -1,0 +1,91 @@
+package router
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// restore takes over the pending intents of a partition this instance was
+// just assigned. Their timers resume at their original deadlines; those whose
+// deadline passed while no instance owned the partition are held until the
+// responses that arrived meanwhile have been read (see readResponse), then
+// time out if no answer came.
+//
+// Queued intents go back to their agent's queue in the order they were
+// received, behind the intents already queued; restored in-flight intents
+// count against their agent's max_in_flight; a scheduled retry keeps its time
+// and attempt, an in-flight intent its idle deadline.
+func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
+	var queued []*pending
+	for _, pi := range entries {
+		if _, ok := e.pending[pi.IntentID]; ok {
+			continue
+		}
+		r := e.routes[pi.IntentType]
+		if r == nil {
+			r = &route{name: pi.IntentType, m: e.unknown.m}
+			if pi.ResolvedAt == nil {
+				e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
+			}
+		}
+		if pi.ResolvedAt != nil {
+			outcome := schemas.OutcomeUnknown
+			if pi.Outcome != nil {
+				outcome = schemas.Outcome(*pi.Outcome)
+			}
+			e.resolved.restore(pi.IntentID, resolvedEntry{route: r, cacheKey: pi.CacheKey, outcome: outcome, partition: partition, persisted: true})
+			continue
+		}
+		agent := e.agents[pi.Agent]
+		if agent == nil {
+			agent = &agentRoute{name: pi.Agent}
+		}
+		p := &pending{
+			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
+			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
+			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
+			attempt: pi.Attempt, persisted: true,
+		}
+		restored++
+		// An intent for an agent no longer configured cannot be dispatched:
+		// whatever its phase, it waits for its deadline and its fallback.
+		configured := agent.topic != ""
+		switch {
+		case configured && pi.Queued != nil && *pi.Queued:
+			// Back in its agent's queue, behind the intents already there.
+			if p.deadline <= nowMs {
+				e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
+				continue
+			}
+			queued = append(queued, p)
+			continue
+		case configured && pi.RetryAt != nil:
+			p.phase, p.retryAt = phaseRetry, *pi.RetryAt
+			e.pending[p.id] = p
+			e.schedule(p) // a retry already due goes out on the next tick
+			continue
+		}
+		p.phase = phaseInFlight
+		agent.inFlight++
+		if pi.IdleDeadline != nil {
+			p.idleAt = *pi.IdleDeadline
+		}
+		e.pending[p.id] = p
+		if p.deadline > nowMs {
+			e.schedule(p)
+			continue
+		}
+		e.hold(p, nowMs)
+		held++
+	}
+	slices.SortStableFunc(queued, func(a, b *pending) int { return cmp.Compare(a.receivedAt, b.receivedAt) })
+	for _, p := range queued {
+		p.phase = phaseQueued
+		e.join(p)
+		e.schedule(p)
+		e.wake(p.agent)
+	}
+	return restored, held
+}
