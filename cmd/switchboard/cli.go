@@ -20,6 +20,7 @@ Commands:
   dev      run everything on an embedded broker, with demo agents (no Kafka needed)
   serve    run the router and the HTTP/WebSocket API against a Kafka cluster
   send     publish one intent, and optionally wait for its result
+  cancel   cancel a pending intent
   tail     print the records of the results, timeouts or dead-letter topic
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
@@ -42,6 +43,7 @@ var commands = []command{
 	{"dev", runDev},
 	{"serve", runServe},
 	{"send", runSend},
+	{"cancel", runCancel},
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},
