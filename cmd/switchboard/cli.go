@@ -22,6 +22,7 @@ Commands:
   send     publish one intent, and optionally wait for its result
   cancel   cancel a pending intent
   tail     print the records of the results, timeouts or dead-letter topic
+  dlq      list the dead-letter topic, and replay records from it after a fix
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
   bench    measure throughput and latency under an open-loop load
@@ -44,6 +45,7 @@ var commands = []command{
 	{"serve", runServe},
 	{"send", runSend},
 	{"cancel", runCancel},
+	{"dlq", runDLQ},
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},
