@@ -77,8 +77,10 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var body resolvedError
-		body.Error.errorBody = errorBody{Code: codeAlreadyResolved,
-			Message: fmt.Sprintf("intent %q has already resolved (%s): there is nothing to cancel", id, res.Outcome)}
+		body.Error.errorBody = errorBody{
+			Code:    codeAlreadyResolved,
+			Message: fmt.Sprintf("intent %q has already resolved (%s): there is nothing to cancel", id, res.Outcome),
+		}
 		body.Error.Outcome = res.Outcome
 		writeJSON(w, http.StatusConflict, body)
 		return

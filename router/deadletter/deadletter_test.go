@@ -184,8 +184,10 @@ func TestWriteRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"1:7 ", "2026-12-02T10:00:00.000Z", "requests[3]@41", "unroutable", "k-1", `no route for intent type "x"`,
-		"value: {\"intent_type\":\"x\", \"payload\":\"…\n"} {
+	for _, want := range []string{
+		"1:7 ", "2026-12-02T10:00:00.000Z", "requests[3]@41", "unroutable", "k-1", `no route for intent type "x"`,
+		"value: {\"intent_type\":\"x\", \"payload\":\"…\n",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("row lacks %q:\n%s", want, out)
 		}

@@ -30,10 +30,10 @@ func Target(l *Letter, to string) (string, error) {
 	if t == "" {
 		t = l.OriginalTopic
 	}
-	switch {
-	case t == "":
+	switch t {
+	case "":
 		return "", fmt.Errorf("dead letter %s does not name its original topic: give a topic to replay it to", l.Position())
-	case t == l.Topic:
+	case l.Topic:
 		return "", fmt.Errorf("dead letter %s: will not replay into the dead-letter topic %s itself", l.Position(), t)
 	}
 	return t, nil
