@@ -140,6 +140,9 @@ func (a *Agent) Run(ctx context.Context) error {
 				return
 			}
 			defer func() { <-slots }()
+			if callCtx.Err() != nil { // cancelled as the slot came free
+				return
+			}
 			a.serve(callCtx, &req)
 		}()
 		return nil
