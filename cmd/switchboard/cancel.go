@@ -22,8 +22,9 @@ if it is still pending and tells its agent to stop; an intent that has
 already resolved keeps its result. It prints {"intent_id":ID,"status":
 "cancel_requested"} once the broker has the record.`, `  switchboard cancel 0193f1c2-7d4e-7a80-9c1b-2f5e8d3a6b01
   switchboard cancel --reason "user closed the tab" 0193f1c2-7d4e-7a80-9c1b-2f5e8d3a6b01
-  switchboard cancel --config prod.yaml $(switchboard send --type summarize --payload @doc.json | jq -r .intent_id)`, stderr)
-	reason := fs.String("reason", "", "why, for the result and the agent (optional)")
+  ID=$(switchboard send --type summarize --payload '{"doc":"…"}' | jq -r .intent_id)
+  switchboard cancel --config prod.yaml "$ID"`, stderr)
+	reason := fs.String("reason", "", "why (optional): a `text` for the result and the agent")
 	c := connFlags(fs)
 	id, err := parseWithArg(fs, args)
 	if err != nil {
