@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -109,3 +110,5 @@ func FuzzClientFrame(f *testing.F) {
 type nopPublisher struct{}
 
 func (nopPublisher) PublishIntent(_ context.Context, _ *schemas.IntentRequest) error { return nil }
+
+func (nopPublisher) PublishCancel(_ context.Context, _ intents.Cancel) error { return nil }

@@ -230,10 +230,10 @@ func TestUnknownRouteAndWrongMethodAreJSON(t *testing.T) {
 	resp, body := h.do("GET", "/v2/nothing", "")
 	wantError(t, resp, body, http.StatusNotFound, "not_found", "")
 
-	resp, body = h.do("DELETE", "/v1/intents/i-1", "")
+	resp, body = h.do("PUT", "/v1/intents/i-1", "")
 	wantError(t, resp, body, http.StatusMethodNotAllowed, "method_not_allowed", "")
-	if allow := resp.Header.Get("Allow"); allow != "GET" {
-		t.Fatalf("Allow = %q, want GET", allow)
+	if allow := resp.Header.Get("Allow"); allow != "GET, DELETE" {
+		t.Fatalf("Allow = %q, want GET, DELETE", allow)
 	}
 	resp, body = h.do("GET", "/v1/intents", "")
 	wantError(t, resp, body, http.StatusMethodNotAllowed, "method_not_allowed", "")

@@ -21,9 +21,11 @@ import (
 // Publisher publishes an intent request to the requests topic. PublishIntent
 // returns once the broker has acknowledged the record, or with an error (the
 // client then gets 503 and may retry with the same intent_id). It must be safe
-// for concurrent use and honour ctx (the HTTP request's context).
+// for concurrent use and honour ctx (the HTTP request's context). Its
+// Canceller half publishes cancel records (DELETE /v1/intents/{id}).
 type Publisher interface {
 	PublishIntent(ctx context.Context, req *schemas.IntentRequest) error
+	Canceller
 }
 
 // Server serves Switchboard's HTTP and WebSocket API (see [Server.Handler]).
@@ -133,6 +135,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)
 	r.Get("/v1/intents/{id}", s.getIntent)
+	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -145,6 +148,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //
 //	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result
 //	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
+//	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves

@@ -8,20 +8,25 @@ import (
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
 var _ api.Publisher = (*Publisher)(nil)
 
-// Publisher records every intent request it is given. Its zero value is ready
-// to use and accepts everything. It is safe for concurrent use.
+// Publisher records every intent request and cancel it is given. Its zero
+// value is ready to use and accepts everything. It is safe for concurrent use.
 type Publisher struct {
 	// Func, if set, is called by PublishIntent with each request (after the
 	// request is recorded) and its error is returned. Set it before use.
 	Func func(ctx context.Context, req *schemas.IntentRequest) error
+	// CancelFunc, if set, is called by PublishCancel with each cancel (after
+	// it is recorded) and its error is returned. Set it before use.
+	CancelFunc func(ctx context.Context, c intents.Cancel) error
 
 	mu       sync.Mutex
 	requests []*schemas.IntentRequest
+	cancels  []intents.Cancel
 }
 
 // PublishIntent records req, then calls Func if set.
@@ -33,6 +38,24 @@ func (p *Publisher) PublishIntent(ctx context.Context, req *schemas.IntentReques
 		return p.Func(ctx, req)
 	}
 	return nil
+}
+
+// PublishCancel records c, then calls CancelFunc if set.
+func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
+	p.mu.Lock()
+	p.cancels = append(p.cancels, c)
+	p.mu.Unlock()
+	if p.CancelFunc != nil {
+		return p.CancelFunc(ctx, c)
+	}
+	return nil
+}
+
+// Cancels returns the cancels recorded so far, oldest first.
+func (p *Publisher) Cancels() []intents.Cancel {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.cancels)
 }
 
 // Requests returns the requests recorded so far, oldest first.

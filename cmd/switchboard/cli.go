@@ -20,7 +20,9 @@ Commands:
   dev      run everything on an embedded broker, with demo agents (no Kafka needed)
   serve    run the router and the HTTP/WebSocket API against a Kafka cluster
   send     publish one intent, and optionally wait for its result
+  cancel   cancel a pending intent
   tail     print the records of the results, timeouts or dead-letter topic
+  dlq      list the dead-letter topic, and replay records from it after a fix
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
   bench    measure throughput and latency under an open-loop load
@@ -42,6 +44,8 @@ var commands = []command{
 	{"dev", runDev},
 	{"serve", runServe},
 	{"send", runSend},
+	{"cancel", runCancel},
+	{"dlq", runDLQ},
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},

@@ -53,6 +53,25 @@ func (p *Publisher) PublishIntent(ctx context.Context, req *schemas.IntentReques
 	return p.Publish(ctx, req)
 }
 
+// Cancel publishes a cancel record for intentID to the requests topic (key
+// the id, header switchboard.control=cancel, value {"intent_id","reason"})
+// and returns once the broker acknowledged it. The router resolves the
+// intent `cancelled` if it is still pending, and ignores the record
+// otherwise. reason may be empty.
+func (p *Publisher) Cancel(ctx context.Context, intentID, reason string) error {
+	value, err := intents.MarshalCancel(intents.Cancel{IntentID: intentID, Reason: reason})
+	if err != nil {
+		return err
+	}
+	headers := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	return p.p.Send(ctx, p.topic, []byte(intentID), value, headers, time.Time{})
+}
+
+// PublishCancel is Cancel; it makes a Publisher an api.Publisher.
+func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
+	return p.Cancel(ctx, c.IntentID, c.Reason)
+}
+
 // Close flushes and releases the producer.
 func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
 

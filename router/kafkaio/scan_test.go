@@ -1,0 +1,91 @@
+package kafkaio_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/embedded"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+)
+
+// TestScanReadsToTheEndAndStops: Scan reads what each partition held, from
+// where start says, skips the partitions start excludes, and returns by
+// itself at the end.
+func TestScanReadsToTheEndAndStops(t *testing.T) {
+	c, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := kafkaio.Settings{Bootstrap: c.Bootstrap()}
+	const topic = "scan.me"
+	if _, err := kafkaio.CreateTopics(ctx, s, []kafkaio.TopicSpec{{Name: topic, Partitions: 3, ReplicationFactor: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kafkaio.NewProducer(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	for part := range int32(2) { // partition 2 stays empty
+		for i := range 5 {
+			if err := p.SendTo(ctx, topic, part, []byte(fmt.Sprintf("k%d-%d", part, i)), []byte("v"), nil, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	var extents []kafkaio.Extent
+	got := map[int32][]int64{}
+	err = kafkaio.Scan(ctx, s, topic, func(e kafkaio.Extent) (int64, bool) {
+		extents = append(extents, e)
+		switch e.Partition {
+		case 0:
+			return 2, true // from offset 2
+		case 1:
+			return 0, false // skipped
+		}
+		return 0, true // empty: nothing to read, and no wait for it
+	}, func(rec *router.Record) error {
+		got[rec.Partition] = append(got[rec.Partition], rec.Offset)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	if len(extents) != 3 {
+		t.Fatalf("extents %+v, want one per partition", extents)
+	}
+	for _, e := range extents {
+		want := int64(5)
+		if e.Partition == 2 {
+			want = 0
+		}
+		if e.Low != 0 || e.High != want {
+			t.Errorf("extent %+v, want 0..%d", e, want)
+		}
+	}
+	if fmt.Sprint(got) != "map[0:[2 3 4]]" {
+		t.Fatalf("read %v, want offsets 2-4 of partition 0 only", got)
+	}
+
+	// fn's error ends the scan and is returned.
+	stop := errors.New("stop")
+	n := 0
+	err = kafkaio.Scan(ctx, s, topic, func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*router.Record) error {
+		n++
+		return stop
+	})
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("Scan = %v after %d records, want stop after 1", err, n)
+	}
+	if err := kafkaio.Scan(ctx, s, "no.such.topic", func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*router.Record) error { return nil }); err == nil {
+		t.Fatal("Scan of a missing topic succeeded")
+	}
+}
