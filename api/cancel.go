@@ -72,7 +72,7 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, known := s.results.Get(id); known {
-		if !s.mayCancel(r, res.Tenant) {
+		if !s.mayCancel(r, res) {
 			s.notFoundIntent(w, id)
 			return
 		}
@@ -85,10 +85,14 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, body)
 		return
 	}
-	// TODO(auth): an intent still pending has no tenant this instance
-	// knows; the router may check the caller's tenant against the intent's
-	// once cancel records carry it.
-	if err := s.pub.PublishCancel(r.Context(), intents.Cancel{IntentID: id, Reason: reason}); err != nil {
+	// An intent still pending has no tenant this instance knows: the
+	// record carries the caller's, and the router cancels only an intent of
+	// that tenant.
+	c := intents.Cancel{IntentID: id, Reason: reason}
+	if p := principalFrom(r.Context()); p != nil {
+		c.Tenant = p.tenant
+	}
+	if err := s.pub.PublishCancel(r.Context(), c); err != nil {
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish cancel failed", slog.String("intent_id", id), slog.Any("error", err))
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the cancellation could not be published; retry", "")
 		return
@@ -96,11 +100,11 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, cancelRequested{IntentID: id, Status: "cancel_requested"})
 }
 
-// mayCancel says whether the caller of r may cancel an intent of tenant.
-// Everyone may until the API authenticates callers.
-//
-// TODO(auth): compare tenant with the authenticated caller's tenant.
-func (s *Server) mayCancel(_ *http.Request, _ *string) bool { return true }
+// mayCancel says whether the caller of r may see (and so cancel) res: with
+// authentication on, only an intent of the caller's tenant.
+func (s *Server) mayCancel(r *http.Request, res *schemas.IntentResult) bool {
+	return visible(principalFrom(r.Context()), res)
+}
 
 func (s *Server) notFoundIntent(w http.ResponseWriter, id string) {
 	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no intent %q", id), "")

@@ -168,3 +168,24 @@ func TestJWTTenantScopesTheStream(t *testing.T) {
 		t.Fatalf("got %+v", m.Result)
 	}
 }
+
+// A cancel acts for the caller's tenant: another tenant's resolved intent is
+// not found, and the cancel record of a pending one carries the caller's
+// tenant, which the router checks against the intent's.
+func TestCancelActsForTheCredentialsTenant(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	h.results.Add(tenantResult("acme-1", "acme", ""))
+	resp, b := h.doWith("DELETE", "/v1/intents/acme-1", "", bearer(keyGlobex))
+	wantError(t, resp, b, http.StatusNotFound, "not_found", "")
+	resp, b = h.doWith("DELETE", "/v1/intents/acme-1", "", bearer(keyAcme))
+	wantError(t, resp, b, http.StatusConflict, "already_resolved", "")
+
+	resp, b = h.doWith("DELETE", "/v1/intents/pending-1", "", bearer(keyGlobex))
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel of a pending intent: %d %s", resp.StatusCode, b)
+	}
+	cancels := h.pub.Cancels()
+	if len(cancels) != 1 || cancels[0].Tenant != "globex" {
+		t.Fatalf("published %+v, want one cancel for tenant globex", cancels)
+	}
+}

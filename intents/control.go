@@ -23,6 +23,11 @@ const (
 type Cancel struct {
 	IntentID string `json:"intent_id"`
 	Reason   string `json:"reason,omitempty"`
+	// Tenant, when set, is the tenant the canceller acts for: the router
+	// cancels only an intent of that tenant. The API sets it from the
+	// caller's credential; records written to Kafka directly are trusted as
+	// written, like intents (Kafka ACLs guard that door).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // MarshalCancel encodes a cancel record's value.

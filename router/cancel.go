@@ -46,6 +46,13 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 		e.m.cancels.WithLabelValues("ignored").Inc()
 		return
 	}
+	if c.Tenant != "" && (p.tenant == nil || *p.tenant != c.Tenant) {
+		// Another tenant's intent: left alone, as if unknown.
+		e.m.cancels.WithLabelValues("forbidden").Inc()
+		e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", p.id, "cancel_tenant", c.Tenant)
+		return
+	}
+	c.Tenant = "" // the agent's notice does not need it
 	if p.dispatched != 0 {
 		value, err := intents.MarshalCancel(c)
 		if err != nil {

@@ -123,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_intent_retries_total", Help: "Retries scheduled after a retryable agent error, by intent type.",
 		}, []string{"intent_type"}),
 		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchboard_cancels_total", Help: "Cancel records read, by result: cancelled (a pending intent resolved cancelled) or ignored (unknown or already resolved).",
+			Name: "switchboard_cancels_total", Help: "Cancel records read, by result: cancelled (a pending intent resolved cancelled), ignored (unknown or already resolved) or forbidden (another tenant's intent).",
 		}, []string{"result"}),
 		staleResponses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_responses_stale_total", Help: "Agent errors from an attempt already retried, or for an intent not in flight (ignored).",

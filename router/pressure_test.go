@@ -463,3 +463,29 @@ func TestQueuedIntentsCountAgainstMaxPending(t *testing.T) {
 		t.Fatal("requests not resumed")
 	}
 }
+
+// A cancel that names a tenant cancels only that tenant's intent: the API
+// stamps the caller's tenant, so one tenant cannot cancel another's intent by
+// guessing its id.
+func TestCancelOfAnotherTenantsIntentIsRefused(t *testing.T) {
+	h := startPressure(t, config.AtLeastOnce)
+	acme := "acme"
+	h.request("t-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.Tenant = &acme })
+	h.wait(echoTopic, 1)
+	h.cancelRecord("t-1", []byte(`{"intent_id":"t-1","tenant":"globex"}`))
+	h.settle()
+	if n := h.sink.Count(results); n != 0 {
+		t.Fatalf("another tenant's cancel resolved the intent (%d results)", n)
+	}
+	if got := h.counter("switchboard_cancels_total", "result", "forbidden"); got != 1 {
+		t.Fatalf("forbidden cancels = %v", got)
+	}
+	h.cancelRecord("t-1", []byte(`{"intent_id":"t-1","tenant":"acme","reason":"mine"}`))
+	if res := h.result(1); res.Outcome != schemas.OutcomeCancelled {
+		t.Fatalf("own tenant's cancel: %+v", res)
+	}
+	notice := h.wait(echoTopic, 2)
+	if c, err := intents.UnmarshalCancel(notice.Key, notice.Value); err != nil || c.Tenant != "" {
+		t.Fatalf("the agent's notice %q carries the tenant or is unreadable: %v", notice.Value, err)
+	}
+}
