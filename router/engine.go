@@ -769,6 +769,9 @@ func (p *pending) agentName() string {
 	return p.agent.name
 }
 
+// cacheKeyOf is the fallback-cache key of an intent: the field the intent
+// type names, scoped to the intent's tenant, so that one tenant's answer is
+// never another tenant's fallback.
 func cacheKeyOf(key string, req *schemas.IntentRequest) string {
 	var v *string
 	switch key {
@@ -779,10 +782,14 @@ func cacheKeyOf(key string, req *schemas.IntentRequest) string {
 	case config.CacheKeyTenant:
 		v = req.Tenant
 	}
-	if v == nil {
-		return ""
+	k := ""
+	if v != nil {
+		k = *v
 	}
-	return *v
+	if key != config.CacheKeyTenant && req.Tenant != nil && *req.Tenant != "" {
+		k = *req.Tenant + "/" + k
+	}
+	return k
 }
 
 func validID(s string) bool { return intents.ValidID(s) }

@@ -643,3 +643,36 @@ func hasHeader(o router.Output, k, v string) bool {
 }
 
 var _ = testutil.ToFloat64
+
+// One tenant's good answer is never another tenant's fallback, even for the
+// same cache key (context_ref).
+func TestFallbackCacheIsScopedByTenant(t *testing.T) {
+	h := start(t, testConfig, config.AtLeastOnce)
+	as := func(tenant string) func(*schemas.IntentRequest) {
+		return func(r *schemas.IntentRequest) { r.ContextRef, r.Tenant = schemas.Ptr("user-1"), schemas.Ptr(tenant) }
+	}
+	h.request("a-1", "fraud_check", `{}`, as("acme"))
+	h.wait(slowTopic, 1)
+	h.answer("a-1", "slow", `{"decision":"approve"}`)
+	h.result(1)
+
+	h.request("g-1", "fraud_check", `{}`, as("globex"))
+	h.wait(slowTopic, 2)
+	h.advance(400 * time.Millisecond)
+	if res := h.result(2); res.Outcome != schemas.OutcomeFallbackStatic {
+		t.Fatalf("globex's timed-out intent got %s %s: another tenant's cached answer", res.Outcome, derefJSON(res.Answer))
+	}
+	h.request("a-2", "fraud_check", `{}`, as("acme"))
+	h.wait(slowTopic, 3)
+	h.advance(400 * time.Millisecond)
+	if res := h.result(3); res.Outcome != schemas.OutcomeFallbackCache {
+		t.Fatalf("acme's own cached answer was not used: %s", res.Outcome)
+	}
+}
+
+func derefJSON(j *schemas.JSON) string {
+	if j == nil {
+		return "<nil>"
+	}
+	return string(*j)
+}
