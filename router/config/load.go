@@ -215,6 +215,7 @@ func (c *Config) setDefaults() {
 			def(&it.Fallback.Cache.Key, CacheKeyContextRef)
 		}
 	}
+	c.setContextDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -343,6 +344,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	if c.Router.MaxPending < 1 {
 		add("must be at least 1", "router", "max_pending")
 	}
+	c.validateContexts(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
