@@ -48,6 +48,9 @@ type route struct {
 	cacheMaxAge time.Duration
 	static      *schemas.JSON
 	m           *routeMetrics
+
+	attachContext bool // context: attach
+	contextMaxAge time.Duration
 }
 
 // pending is an intent dispatched and not yet resolved.
@@ -70,6 +73,9 @@ type pending struct {
 	timer       timeouts.Timer
 	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
 	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
+
+	contextVersion *int64 // the context snapshot attached at dispatch, if any
+	contextTs      *int64
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -93,6 +99,7 @@ type engine struct {
 	emit     emitFunc
 	failed   func(error)
 	owns     func(partition int32) bool // whether this instance owns a requests partition
+	contexts ContextLookup              // nil: none
 	nowMs    int64                      // the time of the current tick, for the wheel's callback
 
 	// held are intents past their deadline whose responses partition this
@@ -155,6 +162,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 			policy: intents.TimeoutPolicy{Default: it.Timeout.D(), Min: it.MinTimeout.D(), Max: it.MaxTimeout.D()},
 			m:      m.forRoute(name, it.Agent),
 		}
+		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
 		if fc := it.Fallback.Cache; fc != nil {
 			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
 		}
@@ -244,6 +252,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		Tenant:      p.tenant,
 		Traceparent: p.traceparent,
 	}
+	e.attachContext(p, ar)
 	var value []byte
 	var err error
 	if p.agent.json {
@@ -276,7 +285,7 @@ func (p *pending) record() *schemas.PendingIntent {
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
-		Tenant: p.tenant, Traceparent: p.traceparent,
+		Tenant: p.tenant, Traceparent: p.traceparent, ContextVersion: p.contextVersion, ContextTs: p.contextTs,
 	}
 }
 
@@ -471,6 +480,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if answeredAt != 0 {
 		res.Timeline.AnsweredAt = &answeredAt
 	}
+	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
@@ -561,7 +571,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
 			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
 			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
-			attempt: pi.Attempt, persisted: true,
+			attempt: pi.Attempt, persisted: true, contextVersion: pi.ContextVersion, contextTs: pi.ContextTs,
 		}
 		e.pending[p.id] = p
 		restored++

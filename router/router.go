@@ -28,6 +28,7 @@ type options struct {
 	restorer     Restorer
 	feed         FallbackFeed
 	commitClock  clockwork.Clock
+	contexts     ContextLookup
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -151,6 +152,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	if err != nil {
 		return nil, err
 	}
+	e.contexts = o.contexts
 	r.tr = newTracker(r.storeOffset)
 	e.emit = r.produce
 	e.failed = r.fail
