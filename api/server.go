@@ -36,6 +36,7 @@ type Server struct {
 	clock     clockwork.Clock
 	log       *slog.Logger
 	readiness func() error
+	contexts  ContextStore // nil: none
 	metrics   *metrics
 	router    *chi.Mux
 	upgrader  websocket.Upgrader
@@ -89,6 +90,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		clock:        o.clock,
 		log:          o.logger,
 		readiness:    o.readiness,
+		contexts:     o.contexts,
 		metrics:      m,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
@@ -126,6 +128,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Post("/v1/intents", s.submitIntent)
 	r.Get("/v1/intents/{id}", s.getIntent)
 	r.Get("/v1/stream", s.serveStream)
+	r.Get("/v1/contexts/{entity_id}", s.getContext)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
@@ -138,6 +141,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result
 //	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
 //	GET  /v1/stream         WebSocket stream of results
+//	GET  /v1/contexts/{entity_id}  the context snapshot this instance holds for an entity
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves
 //	GET  /readyz            200 {"status":"ready"}, or 503 with the reason
