@@ -23,6 +23,7 @@ Commands:
   tail     print the records of the results, timeouts or dead-letter topic
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
+  context  publish entity features (context snapshots), or aggregate them from events
   bench    measure throughput and latency under an open-loop load
   version  print the version
 
@@ -45,6 +46,7 @@ var commands = []command{
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},
+	{"context", runContext},
 	{"bench", runBench},
 }
 
