@@ -21,3 +21,7 @@ var (
 	// id or a feature that is not a finite number.
 	ErrInvalidEntity = errors.New("contexts: invalid snapshot")
 )
+
+// ErrInvalidAggregate is wrapped by the errors of NewAggregator, and by
+// DecodeEvent for an event it cannot read.
+var ErrInvalidAggregate = errors.New("contexts: invalid aggregate")
