@@ -60,3 +60,22 @@ func (k *SnapshotSender) SendSnapshot(ctx context.Context, snap *schemas.Context
 
 // Close flushes and releases the producer.
 func (k *SnapshotSender) Close() { k.p.Close(5 * time.Second) }
+
+// EventReader reads an events topic for a contexts.Aggregation.
+type EventReader struct {
+	Settings Settings
+	Topic    string
+}
+
+var _ contexts.EventReader = EventReader{}
+
+// ReadEvents implements contexts.EventReader with Follow; tombstones are
+// skipped.
+func (r EventReader) ReadEvents(ctx context.Context, since time.Time, caughtUp func(), fn func(value []byte, timestampMs int64) error) error {
+	return Follow(ctx, r.Settings, r.Topic, since, caughtUp, func(rec *router.Record) error {
+		if rec.Value == nil {
+			return nil
+		}
+		return fn(rec.Value, rec.TimestampMs)
+	})
+}
