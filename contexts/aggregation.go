@@ -158,29 +158,42 @@ func (a *Aggregation) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("contexts: reading events: %w", err)
 		case it := <-items:
-			if it.caughtUp {
-				caughtUp = true
-				a.log.Info("aggregating: caught up", "events", a.read.Load(), "entities", agg.Len())
+			if !it.caughtUp {
+				a.add(agg, it)
 				continue
 			}
-			a.add(agg, it)
+			caughtUp = true
+			a.log.Info("aggregating: caught up", "events", a.read.Load(), "entities", agg.Len())
+			// Close at once what is due: a tick may have come first.
+			if err := a.advance(ctx, agg, &lastBeat); err != nil {
+				return err
+			}
 		case <-ticker.Chan():
 			if !caughtUp {
 				continue
 			}
-			now := a.clock.Now()
-			if err := a.publish(ctx, agg.Advance(now.UnixMilli())); err != nil {
+			if err := a.advance(ctx, agg, &lastBeat); err != nil {
 				return err
 			}
-			if now.Sub(lastBeat) >= a.heartbeat {
-				lastBeat = now
-				if err := a.publish(ctx, agg.Current()); err != nil {
-					return err
-				}
-			}
-			a.m.entities.Set(float64(agg.Len()))
 		}
 	}
+}
+
+// advance closes the windows due and publishes what changed, and every
+// heartbeat every entity's features.
+func (a *Aggregation) advance(ctx context.Context, agg *Aggregator, lastBeat *time.Time) error {
+	now := a.clock.Now()
+	if err := a.publish(ctx, agg.Advance(now.UnixMilli())); err != nil {
+		return err
+	}
+	if now.Sub(*lastBeat) >= a.heartbeat {
+		*lastBeat = now
+		if err := a.publish(ctx, agg.Current()); err != nil {
+			return err
+		}
+	}
+	a.m.entities.Set(float64(agg.Len()))
+	return nil
 }
 
 func (a *Aggregation) add(agg *Aggregator, it item) {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/contexts"
@@ -158,6 +160,105 @@ func publisherConfig(cfg *config.Config) contexts.PublisherConfig {
 	return pc
 }
 
-func runContextAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not yet")
+func runContextAggregate(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlags("context aggregate", "--config FILE [flags]", `
+Compute windowed features from a topic of JSON events and publish them as
+context snapshots through the delta publisher, until Ctrl-C. The config's
+contexts.aggregate section names the events topic, the field that keys the
+entity, the event-time field (or none: the record timestamp), the allowed
+lateness, and the features: count, sum, avg, min, max or last over tumbling
+or hopping windows. Example:
+
+  contexts:
+    aggregate:
+      events_topic: events.clicks
+      key_field: user_id
+      time_field: ts                 # unix ms or RFC 3339; omit for the record time
+      allowed_lateness: 30s
+      features:
+        clicks_5m: {op: count, window: 5m}
+        paid_1h:   {op: sum, field: amount, window: 1h, hop: 5m}
+
+It keeps no state: on start it re-reads the events topic from the start of
+the oldest window still open (seeking by timestamp), then follows it.`, `  switchboard context aggregate --config switchboard.yaml`, stderr)
+	c := connFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *c.config == "" {
+		fmt.Fprintln(stderr, "--config is required: the aggregate section of a configuration file says what to compute")
+		fs.Usage()
+		return errUsage
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	ac := cfg.Contexts.Aggregate
+	if ac == nil {
+		return fmt.Errorf("%s: contexts.aggregate: missing: it says what to compute (see 'switchboard context aggregate --help')", *c.config)
+	}
+	codec, err := c.codec(cfg)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	s := c.settings(cfg, "switchboard-aggregate")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The snapshots already published seed the publisher, so that versions
+	// continue and unchanged features are not published again.
+	store, err := contexts.NewStore(kafkaio.SnapshotReader{Settings: s, Topic: cfg.Topics.ContextSnapshots}, codec, contexts.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	storeDone := make(chan error, 1)
+	go func() { storeDone <- store.Run(ctx) }()
+	defer func() { cancel(); <-storeDone }()
+	select {
+	case <-store.CaughtUp():
+	case err := <-storeDone:
+		storeDone <- err
+		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, errors.Join(err, ctx.Err()))
+	}
+	sender, err := kafkaio.NewSnapshotSender(s, codec, cfg.Topics.ContextSnapshots)
+	if err != nil {
+		return err
+	}
+	defer sender.Close()
+	pc := publisherConfig(cfg)
+	pc.SourceTopic = ac.EventsTopic
+	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
+		e, _ := store.Get(entity)
+		return e.Snapshot
+	}))
+	if err != nil {
+		return err
+	}
+	aggCfg, format := aggregateConfig(ac)
+	agg, err := contexts.NewAggregation(aggCfg, format, kafkaio.EventReader{Settings: s, Topic: ac.EventsTopic}, pub,
+		contexts.WithAggregationLogger(log), contexts.WithHeartbeat(max(cfg.Contexts.Publish.Heartbeat.D()/2, time.Second)))
+	if err != nil {
+		return err
+	}
+	log.Info("aggregating", "events", ac.EventsTopic, "snapshots", cfg.Topics.ContextSnapshots, "features", len(aggCfg.Features), "kafka", cfg.Kafka.BootstrapServers)
+	return agg.Run(ctx)
+}
+
+// aggregateConfig turns the config's aggregate section into the window
+// engine's configuration and the event format.
+func aggregateConfig(ac *config.ContextAggregate) (contexts.AggregatorConfig, contexts.EventFormat) {
+	out := contexts.AggregatorConfig{AllowedLateness: ac.AllowedLateness.D()}
+	format := contexts.EventFormat{KeyField: ac.KeyField, TimeField: ac.TimeField}
+	fields := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(ac.Features)) {
+		f := ac.Features[name]
+		out.Features = append(out.Features, contexts.WindowFeature{Name: name, Op: f.Op, Field: f.Field, Window: f.Window.D(), Hop: f.Hop.D()})
+		if f.Field != "" && !fields[f.Field] {
+			fields[f.Field] = true
+			format.Fields = append(format.Fields, f.Field)
+		}
+	}
+	return out, format
 }

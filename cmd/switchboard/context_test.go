@@ -79,6 +79,10 @@ func devContextWalkthrough(t *testing.T, ctx context.Context, conn []string, htt
 }
 
 func TestContextUsageAndErrors(t *testing.T) {
+	noAggregate := filepath.Join(t.TempDir(), "plain.yaml")
+	if err := os.WriteFile(noAggregate, []byte("agents: {a: {}}\nintents: {a: {agent: a}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args   []string
 		code   int
@@ -90,6 +94,9 @@ func TestContextUsageAndErrors(t *testing.T) {
 		{[]string{"context", "publish", "--entity", "e"}, 2, "--entity and --features are required"},
 		{[]string{"context", "publish", "--entity", "e", "--features", "[1]"}, 1, "--features: \"[1]\" is not a JSON object"},
 		{[]string{"context", "publish", "--entity", "e", "--features", `{"x":"high"}`}, 1, `feature "x" is "high", not a number`},
+		{[]string{"context", "aggregate", "--help"}, 0, "Usage: switchboard context aggregate"},
+		{[]string{"context", "aggregate"}, 2, "--config is required"},
+		{[]string{"context", "aggregate", "--config", noAggregate}, 1, "contexts.aggregate: missing"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
