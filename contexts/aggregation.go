@@ -138,7 +138,12 @@ func (a *Aggregation) Run(ctx context.Context) error {
 			func(value []byte, ts int64) error { return send(item{value: value, ts: ts}) })
 	}()
 	// The reader goroutine ends with ctx, which every return cancels.
-	defer func() { cancel(); <-readErr }()
+	defer func() {
+		cancel()
+		if err := <-readErr; err != nil {
+			a.log.Debug("the events reader stopped", "error", err)
+		}
+	}()
 	a.log.Info("aggregating: rebuilding the open windows", "from", since.UTC().Format(time.RFC3339))
 	ticker := a.clock.NewTicker(a.tick)
 	defer ticker.Stop()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/contexts"
@@ -90,16 +91,11 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 	if err != nil {
 		return err
 	}
-	storeDone := make(chan error, 1)
-	storeCtx, stopStore := context.WithCancel(ctx)
-	defer stopStore()
-	go func() { storeDone <- store.Run(storeCtx) }()
-	select {
-	case <-store.CaughtUp():
-	case err := <-storeDone:
-		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, errors.Join(err, ctx.Err()))
+	stopStore := background(ctx, store.Run)
+	defer func() { _ = stopStore() }()
+	if err := caughtUp(ctx, store, stopStore); err != nil {
+		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
 	}
-
 	sender, err := kafkaio.NewSnapshotSender(s, codec, cfg.Topics.ContextSnapshots)
 	if err != nil {
 		return err
@@ -113,8 +109,6 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 		return err
 	}
 	d, err := pub.Publish(ctx, *entity, fv)
-	stopStore()
-	<-storeDone
 	if err != nil {
 		return fmt.Errorf("publishing to %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
 	}
@@ -126,6 +120,31 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 		out["version"], out["snapshot_ts"] = d.Snapshot.Version, d.Snapshot.SnapshotTs
 	}
 	return json.NewEncoder(stdout).Encode(out)
+}
+
+// background runs f in a goroutine until the returned stop is called; stop
+// waits for f and returns its error. It may be called more than once.
+func background(ctx context.Context, f func(context.Context) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+}
+
+// caughtUp waits until store has read its topic, or ctx ends (then it stops
+// the store and says why).
+func caughtUp(ctx context.Context, store *contexts.Store, stop func() error) error {
+	select {
+	case <-store.CaughtUp():
+		return nil
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), stop())
+	}
 }
 
 // parseFeatures reads a JSON object of numbers.
@@ -204,8 +223,6 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	s := c.settings(cfg, "switchboard-aggregate")
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 
 	// The snapshots already published seed the publisher, so that versions
 	// continue and unchanged features are not published again.
@@ -213,14 +230,10 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 	if err != nil {
 		return err
 	}
-	storeDone := make(chan error, 1)
-	go func() { storeDone <- store.Run(ctx) }()
-	defer func() { cancel(); <-storeDone }()
-	select {
-	case <-store.CaughtUp():
-	case err := <-storeDone:
-		storeDone <- err
-		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, errors.Join(err, ctx.Err()))
+	stopStore := background(ctx, store.Run)
+	defer func() { _ = stopStore() }()
+	if err := caughtUp(ctx, store, stopStore); err != nil {
+		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
 	}
 	sender, err := kafkaio.NewSnapshotSender(s, codec, cfg.Topics.ContextSnapshots)
 	if err != nil {

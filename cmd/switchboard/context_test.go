@@ -16,7 +16,7 @@ import (
 // done-when): a context publish for user-1, then a fraud_check intent with
 // context_ref user-1 whose agent receives the snapshot and whose result's
 // timeline names it.
-func devContextWalkthrough(t *testing.T, ctx context.Context, conn []string, httpAddr string, send func(args ...string) map[string]any) {
+func devContextWalkthrough(ctx context.Context, t *testing.T, conn []string, httpAddr string, send func(args ...string) map[string]any) {
 	t.Helper()
 	// The thresholds are the dev config's.
 	cfgFile := filepath.Join(t.TempDir(), "switchboard.yaml")
