@@ -86,28 +86,11 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 	s := c.settings(cfg, "switchboard-context")
 
 	// The last snapshot of the entity, to compare with: read the topic.
-	store, err := contexts.NewStore(kafkaio.SnapshotReader{Settings: s, Topic: cfg.Topics.ContextSnapshots}, codec,
-		contexts.WithLogger(slog.New(slog.DiscardHandler)))
+	pub, closePub, err := seededPublisher(ctx, cfg, codec, s, publisherConfig(cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	stopStore := background(ctx, store.Run)
-	defer func() { _ = stopStore() }()
-	if err := caughtUp(ctx, store, stopStore); err != nil {
-		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
-	}
-	sender, err := kafkaio.NewSnapshotSender(s, codec, cfg.Topics.ContextSnapshots)
-	if err != nil {
-		return err
-	}
-	defer sender.Close()
-	pub, err := contexts.NewPublisher(publisherConfig(cfg), sender, contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
-		e, _ := store.Get(entity)
-		return e.Snapshot
-	}))
-	if err != nil {
-		return err
-	}
+	defer closePub()
 	d, err := pub.Publish(ctx, *entity, fv)
 	if err != nil {
 		return fmt.Errorf("publishing to %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
@@ -120,6 +103,42 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 		out["version"], out["snapshot_ts"] = d.Snapshot.Version, d.Snapshot.SnapshotTs
 	}
 	return json.NewEncoder(stdout).Encode(out)
+}
+
+// seededPublisher reads the snapshot topic to its end into a store, then
+// returns a delta publisher to that topic seeded from the store (so versions
+// continue and what did not change is not published again), and what closes
+// them. The store keeps following the topic until closed.
+func seededPublisher(ctx context.Context, cfg *config.Config, codec *schemas.Codec, s kafkaio.Settings, pc contexts.PublisherConfig, log *slog.Logger) (*contexts.Publisher, func(), error) {
+	topic := cfg.Topics.ContextSnapshots
+	store, err := contexts.NewStore(kafkaio.SnapshotReader{Settings: s, Topic: topic}, codec, contexts.WithLogger(log))
+	if err != nil {
+		return nil, nil, err
+	}
+	stopStore := background(ctx, store.Run)
+	if err := caughtUp(ctx, store, stopStore); err != nil {
+		return nil, nil, fmt.Errorf("reading %s at %s: %w", topic, cfg.Kafka.BootstrapServers, err)
+	}
+	sender, err := kafkaio.NewSnapshotSender(s, codec, topic)
+	if err != nil {
+		_ = stopStore()
+		return nil, nil, err
+	}
+	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
+		e, _ := store.Get(entity)
+		return e.Snapshot
+	}))
+	closeAll := func() {
+		sender.Close()
+		if err := stopStore(); err != nil {
+			log.Debug("the snapshot reader stopped", "error", err)
+		}
+	}
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return pub, closeAll, nil
 }
 
 // background runs f in a goroutine until the returned stop is called; stop
@@ -226,29 +245,13 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 
 	// The snapshots already published seed the publisher, so that versions
 	// continue and unchanged features are not published again.
-	store, err := contexts.NewStore(kafkaio.SnapshotReader{Settings: s, Topic: cfg.Topics.ContextSnapshots}, codec, contexts.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	stopStore := background(ctx, store.Run)
-	defer func() { _ = stopStore() }()
-	if err := caughtUp(ctx, store, stopStore); err != nil {
-		return fmt.Errorf("reading %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
-	}
-	sender, err := kafkaio.NewSnapshotSender(s, codec, cfg.Topics.ContextSnapshots)
-	if err != nil {
-		return err
-	}
-	defer sender.Close()
 	pc := publisherConfig(cfg)
 	pc.SourceTopic = ac.EventsTopic
-	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
-		e, _ := store.Get(entity)
-		return e.Snapshot
-	}))
+	pub, closePub, err := seededPublisher(ctx, cfg, codec, s, pc, log)
 	if err != nil {
 		return err
 	}
+	defer closePub()
 	aggCfg, format := aggregateConfig(ac)
 	agg, err := contexts.NewAggregation(aggCfg, format, kafkaio.EventReader{Settings: s, Topic: ac.EventsTopic}, pub,
 		contexts.WithAggregationLogger(log), contexts.WithHeartbeat(max(cfg.Contexts.Publish.Heartbeat.D()/2, time.Second)))
