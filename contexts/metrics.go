@@ -12,6 +12,9 @@ type storeMetrics struct {
 	caughtUp  prometheus.Gauge
 	lookups   *prometheus.CounterVec
 	attachAge prometheus.Histogram
+
+	// lookups by status, resolved once: Lookup is on the router's hot path.
+	lookupFresh, lookupStale, lookupMissing prometheus.Counter
 }
 
 func newStoreMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
@@ -38,6 +41,9 @@ func newStoreMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 900},
 		}),
 	}
+	m.lookupFresh = m.lookups.WithLabelValues("fresh")
+	m.lookupStale = m.lookups.WithLabelValues("stale")
+	m.lookupMissing = m.lookups.WithLabelValues("missing")
 	return m, register(reg, m.read, m.entities, m.caughtUp, m.lookups, m.attachAge)
 }
 

@@ -231,12 +231,16 @@ func (s *Store) Lookup(entity string, maxAge time.Duration) (*schemas.ContextSna
 	snap := s.entities[entity]
 	s.mu.RUnlock()
 	if snap == nil {
-		s.m.lookups.WithLabelValues(string(schemas.ContextMissing)).Inc()
+		s.m.lookupMissing.Inc()
 		return nil, schemas.ContextMissing
 	}
 	age := s.ageOf(snap)
 	status := statusOf(age, maxAge)
-	s.m.lookups.WithLabelValues(string(status)).Inc()
+	if status == schemas.ContextFresh {
+		s.m.lookupFresh.Inc()
+	} else {
+		s.m.lookupStale.Inc()
+	}
 	s.m.attachAge.Observe(age.Seconds())
 	return snap, status
 }

@@ -67,6 +67,12 @@ func snap(entity string, version int64, ts time.Time, features map[string]float6
 // runStore starts a store over topic and waits until it caught up.
 func runStore(t *testing.T, topic contexts.Reader, opts ...contexts.StoreOption) *contexts.Store {
 	t.Helper()
+	return runStoreB(t, topic, opts...)
+}
+
+// runStoreB is runStore for tests and benchmarks.
+func runStoreB(t testing.TB, topic contexts.Reader, opts ...contexts.StoreOption) *contexts.Store {
+	t.Helper()
 	codec, _ := schemas.NewCodec()
 	opts = append([]contexts.StoreOption{contexts.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	s, err := contexts.NewStore(topic, codec, opts...)
