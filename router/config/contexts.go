@@ -85,6 +85,10 @@ const (
 	ContextAttach = "attach"
 )
 
+// MaxWindowsPerEvent bounds window/hop: every event is counted in that many
+// windows of a feature.
+const MaxWindowsPerEvent = 1000
+
 // DefaultContextMaxAge is how old a snapshot may be and count as fresh.
 const DefaultContextMaxAge = 30 * time.Second
 
@@ -172,6 +176,8 @@ func (c *Config) validateContexts(add func(msg string, path ...string)) {
 			add(fmt.Sprintf("%s is longer than the window %s: windows would leave gaps", f.Hop, f.Window), append(path, "hop")...)
 		} else if f.Hop.D() > 0 && f.Window.D()%f.Hop.D() != 0 {
 			add(fmt.Sprintf("the window %s must be a whole number of hops", f.Window), append(path, "hop")...)
+		} else if f.Hop.D() > 0 && f.Window.D()/f.Hop.D() > MaxWindowsPerEvent {
+			add(fmt.Sprintf("%s windows every %s: an event would count in %d windows, at most %d", f.Window, f.Hop, f.Window.D()/f.Hop.D(), MaxWindowsPerEvent), append(path, "hop")...)
 		}
 	}
 }

@@ -81,6 +81,7 @@ func TestContextsConfigErrors(t *testing.T) {
 		{"no window", agg + "      n: {op: count}\n", `sb.yaml:9: contexts.aggregate.features.n.window: required`},
 		{"hop longer", agg + "      n: {op: count, window: 1m, hop: 2m}\n", `contexts.aggregate.features.n.hop: 2m0s is longer than the window`},
 		{"hop not a divisor", agg + "      n: {op: count, window: 1m, hop: 25s}\n", `contexts.aggregate.features.n.hop: the window 1m0s must be a whole number of hops`},
+		{"too many windows", agg + "      n: {op: count, window: 1h, hop: 1s}\n", `contexts.aggregate.features.n.hop: 1h0m0s windows every 1s: an event would count in 3600 windows, at most 1000`},
 		{"unknown key", base + "contexts:\n  maxage: 1s\n", `sb.yaml:5: contexts.maxage: unknown key "maxage"`},
 	}
 	for _, tc := range cases {
