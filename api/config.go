@@ -202,6 +202,7 @@ type options struct {
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
 	readiness  func() error
+	contexts   ContextStore
 }
 
 // WithClock sets the clock used for ?wait deadlines, WebSocket keepalives,

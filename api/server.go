@@ -38,6 +38,7 @@ type Server struct {
 	clock     clockwork.Clock
 	log       *slog.Logger
 	readiness func() error
+	contexts  ContextStore // nil: none
 	metrics   *metrics
 	router    *chi.Mux
 	upgrader  websocket.Upgrader
@@ -96,6 +97,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		clock:        o.clock,
 		log:          o.logger,
 		readiness:    o.readiness,
+		contexts:     o.contexts,
 		metrics:      m,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
@@ -137,6 +139,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/v1/intents/{id}", s.getIntent)
 	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
+	r.Get("/v1/contexts/{entity_id}", s.getContext)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
@@ -150,6 +153,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results
+//	GET  /v1/contexts/{entity_id}  the context snapshot this instance holds for an entity
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves
 //	GET  /readyz            200 {"status":"ready"}, or 503 with the reason

@@ -46,6 +46,9 @@ type route struct {
 	retry       *retryPolicy // nil: no retries
 	idleMs      int64        // 0: no idle timeout
 	m           *routeMetrics
+
+	attachContext bool // context: attach
+	contextMaxAge time.Duration
 }
 
 // pending is an intent dispatched and not yet resolved.
@@ -72,6 +75,9 @@ type pending struct {
 	retryAt     int64 // phaseRetry: when it is dispatched again
 	idleAt      int64 // phaseInFlight with an idle timeout: when it times out idle
 	probe       bool  // dispatched to probe a half-open circuit
+
+	contextVersion *int64 // the context snapshot attached at dispatch, if any
+	contextTs      *int64
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -95,6 +101,7 @@ type engine struct {
 	emit     emitFunc
 	failed   func(error)
 	owns     func(partition int32) bool // whether this instance owns a requests partition
+	contexts ContextLookup              // nil: none
 	nowMs    int64                      // the time of the current tick, for the wheel's callback
 
 	// agentList is agents by name; woken are the agents whose queue may
@@ -168,6 +175,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 			idleMs: it.IdleTimeout.D().Milliseconds(),
 			m:      m.forRoute(name, it.Agent),
 		}
+		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
 		if fc := it.Fallback.Cache; fc != nil {
 			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
 		}
@@ -261,6 +269,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		Tenant:      p.tenant,
 		Traceparent: p.traceparent,
 	}
+	e.attachContext(p, ar)
 	var value []byte
 	var err error
 	if p.agent.json {
@@ -328,7 +337,7 @@ func (p *pending) record() *schemas.PendingIntent {
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
-		Tenant: p.tenant, Traceparent: p.traceparent,
+		Tenant: p.tenant, Traceparent: p.traceparent, ContextVersion: p.contextVersion, ContextTs: p.contextTs,
 	}
 	switch p.phase {
 	case phaseQueued:
@@ -588,6 +597,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if answeredAt != 0 {
 		res.Timeline.AnsweredAt = &answeredAt
 	}
+	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)

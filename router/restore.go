@@ -46,7 +46,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
 			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
 			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
-			attempt: pi.Attempt, persisted: true,
+			attempt: pi.Attempt, persisted: true, contextVersion: pi.ContextVersion, contextTs: pi.ContextTs,
 		}
 		restored++
 		// An intent for an agent no longer configured cannot be dispatched:

@@ -31,6 +31,7 @@ type options struct {
 	feed         FallbackFeed
 	commitClock  clockwork.Clock
 	rnd          *rand.Rand
+	contexts     ContextLookup
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -160,6 +161,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	if err != nil {
 		return nil, err
 	}
+	e.contexts = o.contexts
 	r.tr = newTracker(r.storeOffset)
 	e.rnd = rand.Int64N
 	if o.rnd != nil {

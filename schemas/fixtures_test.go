@@ -37,6 +37,7 @@ func sampleRecords() []Record {
 			},
 			Deadline: 1767225602500, Attempt: 1,
 			SessionID: Ptr("s-9"), Tenant: Ptr("acme"), Traceparent: Ptr("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+			ContextStatus: Ptr(ContextFresh),
 		},
 		&AgentRequest{IntentID: "i-2", IntentType: "ping", Agent: "pinger", Payload: "", Deadline: 1, Attempt: 2},
 		&AgentResponse{
@@ -58,6 +59,7 @@ func sampleRecords() []Record {
 			Timeline: Timeline{
 				ReceivedAt: 1767225600010, DispatchedAt: Ptr(int64(1767225600020)),
 				AnsweredAt: Ptr(int64(1767225601000)), ResolvedAt: 1767225601001, Deadline: 1767225602500,
+				ContextVersion: Ptr(int64(42)), ContextTs: Ptr(int64(1767225590000)),
 			},
 		},
 		&IntentResult{
@@ -75,6 +77,7 @@ func sampleRecords() []Record {
 			ReceivedAt: 1767225600010, DispatchedAt: 1767225600020, Deadline: 1767225602500, Attempt: 1,
 			CacheKey: "c-1029", Payload: JSON(payload200), ContextRef: Ptr("c-1029"), SessionID: Ptr("s-9"),
 			Tenant: Ptr("acme"), Traceparent: Ptr("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+			ContextVersion: Ptr(int64(42)), ContextTs: Ptr(int64(1767225590000)),
 		},
 		&PendingIntent{IntentID: "i-2", IntentType: "ping", Agent: "pinger", Payload: `{}`, Attempt: 1},
 		&FallbackAnswer{IntentType: "payments.refund", CacheKey: "c-1029", Answer: `{"refunded":true}`, AnsweredAt: 1767225601000},

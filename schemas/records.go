@@ -34,6 +34,11 @@ type AgentRequest struct {
 	SessionID   *string          `avro:"session_id" json:"session_id,omitempty"`
 	Tenant      *string          `avro:"tenant" json:"tenant,omitempty"`
 	Traceparent *string          `avro:"traceparent" json:"traceparent,omitempty"`
+
+	// ContextStatus says whether Context is fresh, stale or missing; nil
+	// when the intent type does not attach context or the intent has no
+	// context_ref.
+	ContextStatus *ContextStatus `avro:"context_status" json:"context_status,omitempty"`
 }
 
 // Status is what an agent says of its response.
@@ -128,6 +133,11 @@ type Timeline struct {
 	AnsweredAt   *int64 `avro:"answered_at" json:"answered_at,omitempty"`
 	ResolvedAt   int64  `avro:"resolved_at" json:"resolved_at"`
 	Deadline     int64  `avro:"deadline" json:"deadline"`
+
+	// ContextVersion and ContextTs identify the context snapshot attached to
+	// the AgentRequest (its version and snapshot_ts); nil if none was.
+	ContextVersion *int64 `avro:"context_version" json:"context_version,omitempty"`
+	ContextTs      *int64 `avro:"context_ts" json:"context_ts,omitempty"`
 }
 
 // IntentResult is the one result of an intent. Key: IntentID.
@@ -152,6 +162,18 @@ type ContextSnapshot struct {
 	Features    map[string]float64 `avro:"features" json:"features"`
 	SourceTopic *string            `avro:"source_topic" json:"source_topic,omitempty"`
 }
+
+// ContextStatus says how an intent's context snapshot stood when the router
+// dispatched it. It travels as a string, so a reader meets values it does not
+// know as they are: treat them as ContextMissing.
+type ContextStatus string
+
+// ContextStatus values.
+const (
+	ContextFresh   ContextStatus = "fresh"   // a snapshot within the max age is attached
+	ContextStale   ContextStatus = "stale"   // an older snapshot is attached
+	ContextMissing ContextStatus = "missing" // the router holds no snapshot for the entity
+)
 
 // Ptr returns a pointer to v: a convenience for optional fields.
 func Ptr[T any](v T) *T { return &v }
@@ -179,6 +201,11 @@ type PendingIntent struct {
 	Queued       *bool   `avro:"queued" json:"queued,omitempty"`
 	RetryAt      *int64  `avro:"retry_at" json:"retry_at,omitempty"`
 	IdleDeadline *int64  `avro:"idle_deadline" json:"idle_deadline,omitempty"`
+
+	// ContextVersion and ContextTs identify the context snapshot attached at
+	// dispatch, so a restored intent's result still names it.
+	ContextVersion *int64 `avro:"context_version" json:"context_version,omitempty"`
+	ContextTs      *int64 `avro:"context_ts" json:"context_ts,omitempty"`
 }
 
 // FallbackAnswer is a last good answer in the compacted fallback-cache topic.

@@ -25,6 +25,7 @@ Commands:
   dlq      list the dead-letter topic, and replay records from it after a fix
   agent    run a demo agent that answers intents
   topics   create or check the topics a configuration uses
+  context  publish entity features (context snapshots), or aggregate them from events
   bench    measure throughput and latency under an open-loop load
   version  print the version
 
@@ -49,6 +50,7 @@ var commands = []command{
 	{"tail", runTail},
 	{"agent", runAgent},
 	{"topics", runTopics},
+	{"context", runContext},
 	{"bench", runBench},
 }
 

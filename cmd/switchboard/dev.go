@@ -170,6 +170,13 @@ Try, in another terminal:
   curl -s -XPOST 'http://%s/v1/intents?wait=5s'%s -d '{"intent_type":"echo","payload":{"hello":"world"}}'
   switchboard tail --topic results%s
 
+Context (fraud_check attaches the snapshot of its context_ref):
+  switchboard context publish --entity user-1 --features '{"clicks_5m":3,"spend_1h":42.5}'%s
+  curl -s%s http://%s/v1/contexts/user-1
+  switchboard send --type fraud_check --payload '{"demo":{"delay_ms":0}}' --context-ref user-1 --wait 5s%s
+    (the slow agent answers at once and echoes the context it received;
+     the result's timeline names the snapshot's version)
+
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
 }

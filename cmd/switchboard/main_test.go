@@ -160,6 +160,8 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Fatalf("the cached answer is not the slow agent's: %v", res["answer"])
 	}
 
+	devContextWalkthrough(ctx, t, conn, httpAddr[1], send)
+
 	// A front end: POST without waiting, then subscribe over WebSocket.
 	resp, err := http.Post("http://"+httpAddr[1]+"/v1/intents", "application/json", strings.NewReader(`{"intent_type":"echo","payload":{"ws":true}}`))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents/client"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -31,6 +32,7 @@ type node struct {
 	results *api.Results
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
+	store   *contexts.Store // the context snapshots, shared by every router the node runs
 
 	instanceID string
 	router     atomic.Pointer[router.Router]
@@ -46,7 +48,7 @@ func (n *node) newRouter() error {
 	}
 	n.instanceID = instanceID
 	reg := prometheus.NewRegistry()
-	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg))
+	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store))
 	r, err := router.New(n.cfg, n.codec, src, sink, ropts...)
 	if err != nil {
 		_ = src.Close()
@@ -123,6 +125,11 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.store, err = contexts.NewStore(kafkaio.SnapshotReader{Settings: n.kafka, Topic: cfg.Topics.ContextSnapshots}, codec,
+		contexts.WithMaxAge(cfg.Contexts.MaxAge.D()), contexts.WithRegisterer(reg), contexts.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
 	if err := n.newRouter(); err != nil {
 		return nil, err
 	}
@@ -136,11 +143,26 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	n.results = api.NewResults(cfg.HTTP.Results)
 	n.api, err = api.New(apiCfg, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
-		api.WithReadiness(func() error { return n.router.Load().Ready() }))
+		api.WithReadiness(n.ready), api.WithContexts(n.store))
 	if err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// ready is the node's readiness: the router's, and, when an intent type
+// attaches context, the context store's (until it has caught up with the
+// snapshot topic, intents would be dispatched with context missing).
+func (n *node) ready() error {
+	if err := n.router.Load().Ready(); err != nil {
+		return err
+	}
+	for _, it := range n.cfg.Intents {
+		if it.Context == config.ContextAttach {
+			return n.store.Ready()
+		}
+	}
+	return nil
 }
 
 // run runs every part until ctx ends or one part fails, then stops them in
@@ -150,7 +172,7 @@ func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	part := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -164,6 +186,7 @@ func (n *node) run(ctx context.Context) error {
 	part("router", n.runRouter)
 	part("api", n.api.Run)
 	part("results reader", n.readResults)
+	part("context store", n.store.Run)
 	<-ctx.Done()
 	wg.Wait()
 	n.pub.Close()

@@ -13,7 +13,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// DemoHandler answers {"agent": name, "echo": payload} after delay, and fails
+// DemoHandler answers {"agent": name, "echo": payload} after delay (with the
+// attached context, if any: see demoAnswer), and fails
 // a fraction errorRate of intents with a retryable error. Like many slow
 // agents it works on past the intent's deadline, so Switchboard sees a late
 // answer (which refreshes the fallback cache). A nil clock is the real one.
@@ -55,8 +56,22 @@ func DemoHandler(name string, delay time.Duration, errorRate float64, clock cloc
 		if errorRate > 0 && rand.Float64() < errorRate {
 			return "", demoError{name}
 		}
+		return demoAnswer(name, req)
+	}
+}
+
+// demoAnswer is {"agent": name, "echo": payload}, plus the context snapshot
+// and its status when the router attached them ("context",
+// "context_status"), so a demo shows what the agent received.
+func demoAnswer(name string, req *schemas.AgentRequest) (schemas.JSON, error) {
+	if req.ContextStatus == nil {
 		return schemas.JSON(fmt.Sprintf(`{"agent":%q,"echo":%s}`, name, req.Payload)), nil
 	}
+	ctxJSON, err := json.Marshal(req.Context)
+	if err != nil {
+		return "", err
+	}
+	return schemas.JSON(fmt.Sprintf(`{"agent":%q,"echo":%s,"context":%s,"context_status":%q}`, name, req.Payload, ctxJSON, *req.ContextStatus)), nil
 }
 
 // demoDirectives is the "demo" object of a payload.

@@ -18,6 +18,7 @@ type Config struct {
 	Router         Router                 `yaml:"router"`
 	HTTP           HTTP                   `yaml:"http"`
 	Log            Log                    `yaml:"log"`
+	Contexts       Contexts               `yaml:"contexts"`
 
 	file string     // where it was read from, for messages
 	root *yaml.Node // the parsed file, for the lines of later errors (ErrorAt)
@@ -133,6 +134,12 @@ type IntentType struct {
 	Retry *Retry `yaml:"retry"`
 	// Fallback says what a timed-out intent resolves with.
 	Fallback Fallback `yaml:"fallback"`
+	// Context "attach" attaches the snapshot of the intent's context_ref to
+	// the AgentRequest, with its freshness; empty attaches nothing.
+	Context string `yaml:"context"`
+	// ContextMaxAge is how old an attached snapshot may be and count as
+	// fresh. Default contexts.max_age.
+	ContextMaxAge Duration `yaml:"context_max_age"`
 
 	Name string `yaml:"-"`
 }

@@ -217,6 +217,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	c.setPressureDefaults()
+	c.setContextDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -347,6 +348,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add("must be at least 1", "router", "max_pending")
 	}
 	c.validatePressure(add)
+	c.validateContexts(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

@@ -33,12 +33,13 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 	if err := c.SubscribeTopics(topics, nil); err != nil {
 		return fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
 	}
-	return readLoop(ctx, c, fmt.Sprintf("consuming %v", topics), fn)
+	return readLoop(ctx, c, fmt.Sprintf("consuming %v", topics), fn, nil)
 }
 
 // readLoop hands every record c delivers to fn until ctx ends, fn fails, or
-// the client hits a fatal error (reported as doing what).
-func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*router.Record) error) error {
+// the client hits a fatal error (reported as doing what). eof, if not nil,
+// hears of every end of partition (when the consumer reports them).
+func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*router.Record) error, eof func(partition int32)) error {
 	for ctx.Err() == nil {
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
@@ -47,6 +48,10 @@ func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*rou
 			}
 			if err := fn(recordOf(e)); err != nil {
 				return err
+			}
+		case kafka.PartitionEOF:
+			if eof != nil {
+				eof(e.Partition)
 			}
 		case kafka.Error:
 			if e.IsFatal() {

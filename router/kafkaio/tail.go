@@ -57,7 +57,7 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 	if ready != nil {
 		ready()
 	}
-	return readLoop(ctx, c, "reading "+topic, fn)
+	return readLoop(ctx, c, "reading "+topic, fn, nil)
 }
 
 // startOffsets asks the broker for every partition of topic and where to
