@@ -186,6 +186,11 @@ type options struct {
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
 	readiness  func() error
+	history    History
+	catalog    Catalog
+	agentState func(agent string) any
+
+	idempotencyWindow time.Duration
 }
 
 // WithClock sets the clock used for ?wait deadlines, WebSocket keepalives,

@@ -30,16 +30,20 @@ type Publisher interface {
 // Create it with [New], serve with [Server.Run] (or mount [Server.Handler]),
 // stop with [Server.Shutdown].
 type Server struct {
-	cfg       Config
-	pub       Publisher
-	results   *Results
-	clock     clockwork.Clock
-	log       *slog.Logger
-	readiness func() error
-	metrics   *metrics
-	router    *chi.Mux
-	upgrader  websocket.Upgrader
-	httpSrv   *http.Server
+	cfg        Config
+	pub        Publisher
+	results    *Results
+	clock      clockwork.Clock
+	log        *slog.Logger
+	readiness  func() error
+	history    History // nil: no resume
+	catalog    Catalog
+	agentState func(string) any
+	idem       *idempotency
+	metrics    *metrics
+	router     *chi.Mux
+	upgrader   websocket.Upgrader
+	httpSrv    *http.Server
 
 	// stopCtx is cancelled when Shutdown begins: it ends ?wait requests
 	// (they answer 202 pending) and marks the server not ready.
@@ -89,6 +93,10 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		clock:        o.clock,
 		log:          o.logger,
 		readiness:    o.readiness,
+		history:      o.history,
+		catalog:      o.catalog,
+		agentState:   o.agentState,
+		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
@@ -126,6 +134,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Post("/v1/intents", s.submitIntent)
 	r.Get("/v1/intents/{id}", s.getIntent)
 	r.Get("/v1/stream", s.serveStream)
+	r.Get("/v1/agents", s.listAgents)
+	r.Get("/v1/intent-types", s.listIntentTypes)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
