@@ -67,8 +67,9 @@ type resumedMessage struct {
 
 // expiredMessage answers a resume whose cursor is past retention.
 type expiredMessage struct {
-	Type  string      `json:"type"` // "error"
-	Error expiredBody `json:"error"`
+	Type   string      `json:"type"` // "error"
+	Cursor string      `json:"cursor,omitempty"`
+	Error  expiredBody `json:"error"`
 }
 
 type expiredBody struct {
@@ -216,8 +217,8 @@ func (c *wsConn) sendExpired(from, earliest Position) {
 	if from.sameShape(earliest) {
 		e = from.max(earliest)
 	}
-	c.srv.results.sendTo(c.sub, func(string) []byte {
-		b, _ := json.Marshal(expiredMessage{Type: "error", Error: expiredBody{
+	c.srv.results.sendTo(c.sub, func(cursor string) []byte {
+		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: cursor, Error: expiredBody{
 			Code:     codeCursorExpired,
 			Message:  "part of what the cursor asks for is no longer held; resume from earliest (accepting the gap) or subscribe",
 			Earliest: e.String(),

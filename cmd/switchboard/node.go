@@ -29,6 +29,7 @@ type node struct {
 	codec   *schemas.Codec
 	api     *api.Server
 	results *api.Results
+	feed    *resultsFeed
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 
@@ -134,8 +135,12 @@ func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
+	n.feed = &resultsFeed{kafka: n.kafka, codec: codec, results: n.results, log: log,
+		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts}
 	n.api, err = api.New(api.Config{Listen: cfg.HTTP.Listen, MaxWait: cfg.HTTP.MaxWait.D()}, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
+		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),
+		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
 		api.WithReadiness(func() error { return n.router.Load().Ready() }))
 	if err != nil {
 		return nil, err
@@ -163,7 +168,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	part("router", n.runRouter)
 	part("api", n.api.Run)
-	part("results reader", n.readResults)
+	part("results reader", n.feed.run)
 	<-ctx.Done()
 	wg.Wait()
 	n.pub.Close()
@@ -173,18 +178,4 @@ func (n *node) run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
-}
-
-// readResults feeds the API's view of results from the results topic. Every
-// instance reads every partition, so any instance can answer any client.
-func (n *node) readResults(ctx context.Context) error {
-	return kafkaio.Tail(ctx, n.kafka, n.cfg.Topics.Results, false, nil, func(rec *router.Record) error {
-		var res schemas.IntentResult
-		if err := n.codec.Decode(rec.Value, &res); err != nil {
-			n.log.Warn("undecodable result skipped", "partition", rec.Partition, "offset", rec.Offset, "error", err)
-			return nil
-		}
-		n.results.Add(&res)
-		return nil
-	})
 }
