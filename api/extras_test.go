@@ -60,7 +60,7 @@ func TestSubmitIsIdempotentByKey(t *testing.T) {
 	resp, body = h.post(`{"intent_type":"echo","payload":{"a":2}}`, key)
 	wantError(t, resp, body, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency-Key")
 	// Another key publishes.
-	resp, body = h.post(`{"intent_type":"echo","payload":{"a":1}}`, map[string]string{"Idempotency-Key": "k-2"})
+	_, body = h.post(`{"intent_type":"echo","payload":{"a":1}}`, map[string]string{"Idempotency-Key": "k-2"})
 	if other := decode[acceptedBody](t, body); other.IntentID == first.IntentID || len(h.pub.Requests()) != 2 {
 		t.Fatalf("another key: %s, %d published", body, len(h.pub.Requests()))
 	}
@@ -117,8 +117,10 @@ func TestGetIntentTimeline(t *testing.T) {
 	log := apitest.NewLog(1)
 	h := newHarness(t, withOption(api.WithHistory(log)))
 	log.Attach(h.results, true)
-	log.AppendTimeout(&schemas.IntentTimeout{IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
-		Deadline: 1300, TimedOutAt: 1301, ElapsedMs: 300, Reason: "deadline", Fallback: "static"})
+	log.AppendTimeout(&schemas.IntentTimeout{
+		IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
+		Deadline: 1300, TimedOutAt: 1301, ElapsedMs: 300, Reason: "deadline", Fallback: "static",
+	})
 
 	resp, body := h.do("GET", "/v1/intents/f-1", "")
 	type view struct {

@@ -150,7 +150,8 @@ func (m *idempotency) expire() {
 // first request, the finish function (nil for a repeat). On failure it has
 // answered and returns false.
 func (s *Server) claimIdempotency(w http.ResponseWriter, r *http.Request, key string, req *schemas.IntentRequest,
-	explicitID bool, fp [32]byte) (string, func(bool), bool) {
+	explicitID bool, fp [32]byte,
+) (string, func(bool), bool) {
 	k := "key:" + key
 	if key == "" {
 		if !explicitID {

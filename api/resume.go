@@ -199,8 +199,10 @@ func (c *wsConn) resume(req resumeRequest) {
 		_ = c.conn.Close()
 		return
 	}
-	b, _ := json.Marshal(resumedMessage{Type: "resumed", Cursor: from.max(live).String(),
-		Replayed: replayed, Subscriptions: req.Subscriptions})
+	b, _ := json.Marshal(resumedMessage{
+		Type: "resumed", Cursor: from.max(live).String(),
+		Replayed: replayed, Subscriptions: req.Subscriptions,
+	})
 	if !c.sendWait(b) {
 		return
 	}

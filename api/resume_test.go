@@ -140,11 +140,15 @@ func TestStreamResumeReplaysTimeoutsAndIntentTypes(t *testing.T) {
 	_ = c.conn.Close()
 
 	log.AppendResult(result("e-1", "echo", ""))
-	log.AppendTimeout(&schemas.IntentTimeout{IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
-		Reason: schemas.TimeoutReason("deadline"), Fallback: schemas.FallbackKind("static")})
+	log.AppendTimeout(&schemas.IntentTimeout{
+		IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
+		Reason: schemas.TimeoutReason("deadline"), Fallback: schemas.FallbackKind("static"),
+	})
 	log.AppendResult(result("f-1", "fraud_check", ""))
-	log.AppendTimeout(&schemas.IntentTimeout{IntentID: "e-2", IntentType: "echo", Agent: "echo",
-		Reason: schemas.TimeoutReason("deadline"), Fallback: schemas.FallbackKind("none")})
+	log.AppendTimeout(&schemas.IntentTimeout{
+		IntentID: "e-2", IntentType: "echo", Agent: "echo",
+		Reason: schemas.TimeoutReason("deadline"), Fallback: schemas.FallbackKind("none"),
+	})
 	log.AppendResult(result("e-2", "echo", ""))
 
 	c2 := h.dial(nil)
@@ -317,8 +321,10 @@ func TestStreamTimeoutEvents(t *testing.T) {
 	byID.subscribe(`{"intent_ids":["f-1"]}`)
 	byType.subscribe(`{"intent_type":"fraud_check"}`)
 	bySession.subscribe(`{"session_id":"s"}`)
-	log.AppendTimeout(&schemas.IntentTimeout{IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
-		Deadline: 10, TimedOutAt: 11, ElapsedMs: 300, Reason: "deadline", Fallback: "static"})
+	log.AppendTimeout(&schemas.IntentTimeout{
+		IntentID: "f-1", IntentType: "fraud_check", Agent: "slow",
+		Deadline: 10, TimedOutAt: 11, ElapsedMs: 300, Reason: "deadline", Fallback: "static",
+	})
 	log.AppendResult(result("f-1", "fraud_check", "s"))
 	for _, c := range []*wsClient{byID, byType} {
 		m := c.expect("timeout")

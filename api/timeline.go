@@ -54,8 +54,10 @@ func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout) []timelineEve
 		}
 	}
 	if t != nil {
-		ev = append(ev, timelineEvent{Event: "timed_out", At: t.TimedOutAt,
-			Detail: fmt.Sprintf("%s after %d ms, fallback %s", t.Reason, t.ElapsedMs, t.Fallback)})
+		ev = append(ev, timelineEvent{
+			Event: "timed_out", At: t.TimedOutAt,
+			Detail: fmt.Sprintf("%s after %d ms, fallback %s", t.Reason, t.ElapsedMs, t.Fallback),
+		})
 	}
 	if res != nil {
 		ev = append(ev, timelineEvent{Event: "resolved", At: res.Timeline.ResolvedAt, Outcome: string(res.Outcome)})

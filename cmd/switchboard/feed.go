@@ -109,9 +109,11 @@ func catalogOf(cfg *config.Config) api.Catalog {
 		case static:
 			fb = "static"
 		}
-		c.IntentTypes = append(c.IntentTypes, api.IntentTypeInfo{Name: name, Agent: it.Agent,
+		c.IntentTypes = append(c.IntentTypes, api.IntentTypeInfo{
+			Name: name, Agent: it.Agent,
 			TimeoutMs: it.Timeout.D().Milliseconds(), MinTimeoutMs: it.MinTimeout.D().Milliseconds(),
-			MaxTimeoutMs: it.MaxTimeout.D().Milliseconds(), Fallback: fb})
+			MaxTimeoutMs: it.MaxTimeout.D().Milliseconds(), Fallback: fb,
+		})
 	}
 	return c
 }

@@ -135,8 +135,10 @@ func newNode(cfg *config.Config, log *slog.Logger) (*node, error) {
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
-	n.feed = &resultsFeed{kafka: n.kafka, codec: codec, results: n.results, log: log,
-		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts}
+	n.feed = &resultsFeed{
+		kafka: n.kafka, codec: codec, results: n.results, log: log,
+		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
+	}
 	n.api, err = api.New(api.Config{Listen: cfg.HTTP.Listen, MaxWait: cfg.HTTP.MaxWait.D()}, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),

@@ -53,8 +53,10 @@ func newStreamEnv(t *testing.T) *streamEnv {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "ws." + hex.EncodeToString(b)
-	e := &streamEnv{t: t, ctx: ctx, kafka: kafkaio.Settings{Bootstrap: bootstrap, ClientID: "stream-test"},
-		results: prefix + ".results", timeouts: prefix + ".timeouts"}
+	e := &streamEnv{
+		t: t, ctx: ctx, kafka: kafkaio.Settings{Bootstrap: bootstrap, ClientID: "stream-test"},
+		results: prefix + ".results", timeouts: prefix + ".timeouts",
+	}
 	if _, err := kafkaio.CreateTopics(ctx, e.kafka, []kafkaio.TopicSpec{
 		{Name: e.results, Partitions: 3, ReplicationFactor: 1},
 		{Name: e.timeouts, Partitions: 3, ReplicationFactor: 1},
@@ -76,8 +78,10 @@ func newStreamEnv(t *testing.T) *streamEnv {
 func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 	e.t.Helper()
 	results := api.NewResults(10_000)
-	feed := &resultsFeed{kafka: e.kafka, codec: e.codec, results: results, log: slog.New(slog.DiscardHandler),
-		topicRes: e.results, topicTO: e.timeouts}
+	feed := &resultsFeed{
+		kafka: e.kafka, codec: e.codec, results: results, log: slog.New(slog.DiscardHandler),
+		topicRes: e.results, topicTO: e.timeouts,
+	}
 	reg := prometheus.NewRegistry()
 	srv, err := api.New(api.Config{Listen: "127.0.0.1:0", SendQueue: 4096}, &apitest.Publisher{}, results,
 		api.WithHistory(feed), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithLogger(slog.New(slog.DiscardHandler)))
@@ -114,8 +118,10 @@ func (e *streamEnv) produce(session string, from, to int) {
 			defer wg.Done()
 			for i := from + w; i < to; i += 8 {
 				id := fmt.Sprintf("%s-%05d", session, i)
-				res := &schemas.IntentResult{IntentID: id, IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered,
-					SessionID: schemas.Ptr(session), Attempts: 1, Timeline: schemas.Timeline{ReceivedAt: 1, ResolvedAt: 2, Deadline: 3}}
+				res := &schemas.IntentResult{
+					IntentID: id, IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered,
+					SessionID: schemas.Ptr(session), Attempts: 1, Timeline: schemas.Timeline{ReceivedAt: 1, ResolvedAt: 2, Deadline: 3},
+				}
 				v, err := e.codec.Encode(e.results, res)
 				if err == nil {
 					err = e.prod.Send(e.ctx, e.results, []byte(id), v, nil, time.Time{})
