@@ -36,9 +36,12 @@ func benchResults(session string) []*schemas.IntentResult {
 //
 //   - hub/N: the hub alone, with sinks that count (no sockets): the cost of
 //     matching, encoding once and handing the message to N queues.
-//   - websocket/N=100: end to end over real WebSocket connections on
-//     loopback, Add to the clients having read every message; Adds go in
-//     batches of 128 so no client's send queue overflows.
+//   - websocket/N=100, 1000, 10000: end to end over real WebSocket
+//     connections on loopback, Add to the clients having read every
+//     message; Adds go in batches of 128 so no client's send queue
+//     overflows. 10,000 connections need some 20,000 file descriptors: the
+//     benchmark raises RLIMIT_NOFILE to the hard limit, and skips a size the
+//     hard limit cannot hold.
 //
 // deliveries/s is results × subscribers per second.
 func BenchmarkResultsFanOut(b *testing.B) {
@@ -62,11 +65,16 @@ func BenchmarkResultsFanOut(b *testing.B) {
 			b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
 		})
 	}
-	b.Run("websocket/N=100", func(b *testing.B) { benchWebsocket(b, 100) })
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("websocket/N=%d", n), func(b *testing.B) { benchWebsocket(b, n) })
+	}
 }
 
 func benchWebsocket(b *testing.B, n int) {
 	const batch = 128
+	if limit, err := raiseFDLimit(); err != nil || limit < uint64(2*n+256) {
+		b.Skipf("%d connections need %d file descriptors; RLIMIT_NOFILE is %d (%v)", n, 2*n+256, limit, err)
+	}
 	results := api.NewResults(1024)
 	srv, err := api.New(api.Config{}, &apitest.Publisher{}, results,
 		api.WithClock(clockwork.NewRealClock()), api.WithLogger(discardLogger()),
