@@ -125,7 +125,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 }
 
 // routes builds the router. Every response, errors included, is JSON (except
-// /metrics).
+// /metrics and the console).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.recoverer)
@@ -148,9 +148,14 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // Handler returns the server's routes, for Run or for mounting on a server
 // the caller owns (tests use httptest.NewServer(s.Handler())):
 //
-//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result
-//	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
-//	GET  /v1/stream         WebSocket stream of results
+//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result;
+//	                        idempotent by Idempotency-Key or intent_id
+//	GET  /v1/intents/{id}   the result and timeline of an intent, if this instance has seen it
+//	GET  /v1/stream         WebSocket stream of results and timeout events
+//	GET  /v1/agents         configured agents with live counts
+//	GET  /v1/intent-types   configured intent types with live counts
+//	GET  /v1/openapi.json   the OpenAPI 3 document of these routes
+//	GET  /                  the console (and /console/{file})
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves
 //	GET  /readyz            200 {"status":"ready"}, or 503 with the reason
@@ -165,13 +170,21 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"subscribe":{"session_id":"s-42"}}
 //	{"subscribe":{"intent_type":"fraud_check"}}
 //	{"unsubscribe":{"session_id":"s-42"}}
+//	{"resume":{"cursor":"r0:12,r1:7,t0:3,t1:0","subscriptions":[{"session_id":"s-42"}]}}
 //
 // (the fields of one subscribe may be combined), and the server answers
 //
-//	{"type":"subscribed","subscription":{"session_id":"s-42"}}
-//	{"type":"unsubscribed","subscription":{"session_id":"s-42"}}
-//	{"type":"result","result":{...IntentResult...}}
-//	{"type":"error","error":{"code":"bad_message","message":"..."}}
+//	{"type":"subscribed","cursor":"...","subscription":{"session_id":"s-42"}}
+//	{"type":"unsubscribed","cursor":"...","subscription":{"session_id":"s-42"}}
+//	{"type":"result","cursor":"...","result":{...IntentResult...}}
+//	{"type":"timeout","cursor":"...","timeout":{...IntentTimeout...}}
+//	{"type":"resumed","cursor":"...","replayed":12,"subscriptions":[...]}
+//	{"type":"error","cursor":"...","error":{"code":"bad_message","message":"..."}}
+//
+// Every message carries the cursor of the position reached (see [Position]);
+// a client that reconnects sends resume first with its last cursor and its
+// subscriptions, and gets what it missed replayed from the [History], then
+// live messages, with none missed or repeated (see resume.go).
 //
 // A result is sent once per connection even when several subscriptions match
 // it. Subscribing by intent id sends the result at once if this instance
