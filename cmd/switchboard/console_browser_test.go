@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -63,7 +64,7 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	defer acancel()
 	var logs syncBuffer
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(func(f string, a ...any) {
-		logs.Write([]byte(strings.TrimSpace(f) + "\n"))
+		_, _ = fmt.Fprintf(&logs, strings.TrimSpace(f)+"\n", a...)
 	}))
 	defer bcancel()
 	// The first action starts the browser; it must run on a context without
