@@ -44,8 +44,9 @@ func benchResults(session string) []*schemas.IntentResult {
 //     connections on loopback, Add to the clients having read every
 //     message; Adds go in batches of 128 so no client's send queue
 //     overflows. 10,000 connections need some 20,000 file descriptors: the
-//     benchmark raises RLIMIT_NOFILE (past the hard limit when run as root),
-//     and skips a size the limit cannot hold.
+//     benchmark raises RLIMIT_NOFILE (past the hard limit when it may), and
+//     when one process still cannot hold both ends it runs the clients in a
+//     child process (TestBenchClientProcess) that reports what they read.
 //
 // deliveries/s is results × subscribers per second.
 func BenchmarkResultsFanOut(b *testing.B) {
