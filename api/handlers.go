@@ -77,15 +77,15 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		res, wt = s.results.await(req.IntentID)
 		defer s.results.release(wt)
 	}
-	if !publish {
-		// nothing to publish
-	} else if err := s.pub.PublishIntent(r.Context(), req); err != nil {
-		publish = false
-		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
-			slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
-			"the intent could not be published; retry with the same intent_id", "")
-		return
+	if publish {
+		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
+			publish = false
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
+				slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+				"the intent could not be published; retry with the same intent_id", "")
+			return
+		}
 	}
 	s.results.submitted(req.IntentID, req.IntentType)
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
