@@ -69,9 +69,20 @@ func newStats() stats {
 	return stats{byAgent: map[string]*Counts{}, byType: map[string]*Counts{}, inflight: map[string]string{}}
 }
 
+// maxCounted caps the agents and intent types counted: results name them
+// as clients wrote them (a rejected intent's type is anything), so beyond
+// this many, new names share the counts of "" (left out of the lists).
+const maxCounted = 1024
+
 func counts(m map[string]*Counts, k string) *Counts {
 	c, ok := m[k]
 	if !ok {
+		if len(m) >= maxCounted {
+			k = ""
+			if c, ok = m[k]; ok {
+				return c
+			}
+		}
 		c = &Counts{ByOutcome: map[string]int64{}}
 		m[k] = c
 	}
