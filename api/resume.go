@@ -258,6 +258,7 @@ func (c *wsConn) flushReplay() {
 		if len(batch) == 0 {
 			select { // wait for the writer to make room
 			case <-c.wrote:
+				c.lastSeen.Store(c.srv.clock.Now().UnixNano()) // see sendWait
 			case <-c.slow:
 				return
 			case <-c.away:
