@@ -182,8 +182,8 @@ func (c *wsConn) resume(req resumeRequest) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errConnClosing):
-		return
+	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil:
+		return // the writer closes the connection (1001 on shutdown)
 	case errors.Is(err, ErrCursorExpired):
 		// Deleted between Earliest and the read: the client must choose.
 		r.unsubscribeAll(c.sub)
