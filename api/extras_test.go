@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -28,16 +29,11 @@ func (h *harness) post(body string, hdr map[string]string) (*http.Response, []by
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	return resp, []byte(b.String())
+	return resp, b
 }
 
 func TestSubmitIsIdempotentByKey(t *testing.T) {
@@ -240,4 +236,41 @@ func TestConsoleIsServedFromTheBinary(t *testing.T) {
 	}
 	resp, body := h.do("GET", "/console/nope.js", "")
 	wantError(t, resp, body, http.StatusNotFound, "not_found", "")
+}
+
+// TestSubmitConcurrentRepeatsPublishOnce: repeats that arrive while the
+// first request is publishing wait for it and publish nothing.
+func TestSubmitConcurrentRepeatsPublishOnce(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	h.pub.Func = func(context.Context, *schemas.IntentRequest) error {
+		<-release
+		return nil
+	}
+	bodies := make(chan []byte, 5)
+	for range 5 {
+		h.bg.Add(1)
+		go func() {
+			defer h.bg.Done()
+			req, _ := http.NewRequest("POST", h.ts.URL+"/v1/intents", strings.NewReader(`{"intent_type":"echo","payload":{}}`))
+			req.Header.Set("Idempotency-Key", "k")
+			var b []byte
+			if resp, err := h.ts.Client().Do(req); err == nil {
+				b, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			bodies <- b
+		}()
+	}
+	eventually(t, "the first publish to start", func() bool { return len(h.pub.Requests()) == 1 })
+	close(release)
+	first := decode[acceptedBody](t, <-bodies).IntentID
+	for range 4 {
+		if id := decode[acceptedBody](t, <-bodies).IntentID; id != first || id == "" {
+			t.Fatalf("ids %q and %q for one key", first, id)
+		}
+	}
+	if n := len(h.pub.Requests()); n != 1 {
+		t.Fatalf("published %d times, want once", n)
+	}
 }
