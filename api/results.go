@@ -88,6 +88,9 @@ type subscriber struct {
 	// instance's feed on some partition: live records before it were sent
 	// by another instance and are skipped, and cursors never go back.
 	floor *Position
+	// positioned is set once s subscribed or resumed: from then on the
+	// messages it is sent carry cursors.
+	positioned bool
 }
 
 func newSubscriber(s sink) *subscriber {
@@ -299,8 +302,13 @@ func (r *Results) send(s *subscriber, msg []byte) {
 }
 
 // cursorFor returns the cursor of a message sent to s now: the feed's
-// position, or later where s's resume cursor is ahead of it.
+// position, or later where s's resume cursor is ahead of it; "" while s has
+// no position yet (it has neither subscribed nor resumed: a cursor then
+// would only tell the client to skip what it has not asked for yet).
 func (r *Results) cursorFor(s *subscriber) string {
+	if !s.positioned {
+		return ""
+	}
 	if s.floor != nil {
 		return r.pos.max(*s.floor).String()
 	}
@@ -470,6 +478,7 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cur
 	if s.count()+n > max {
 		return errTooManySubscriptions
 	}
+	s.positioned = true
 	if ack != nil {
 		ack(r.cursorFor(s))
 	}

@@ -154,7 +154,7 @@ func (c *wsConn) resume(req resumeRequest) {
 		return
 	}
 	if !earliest.sameShape(from) || from.behind(earliest) {
-		c.sendExpired(from, earliest)
+		c.sendExpired(from, from, earliest)
 		return
 	}
 	c.resumed = true
@@ -186,13 +186,14 @@ func (c *wsConn) resume(req resumeRequest) {
 		return // the writer closes the connection (1001 on shutdown)
 	case errors.Is(err, ErrCursorExpired):
 		// Deleted between Earliest and the read: the client must choose.
+		// Its position is where the replay got to.
 		r.unsubscribeAll(c.sub)
 		r.endReplay(c.sub)
 		c.resumed = false
 		if e, eerr := h.Earliest(ctx); eerr == nil {
 			earliest = e
 		}
-		c.sendExpired(from, earliest)
+		c.sendExpired(cur, from, earliest)
 		return
 	case err != nil:
 		c.srv.log.Warn("resume: replay failed", "error", err)
@@ -212,15 +213,16 @@ func (c *wsConn) resume(req resumeRequest) {
 // errConnClosing stops a replay whose connection is closing.
 var errConnClosing = errors.New("connection closing")
 
-// sendExpired answers a resume whose cursor is past retention with the
-// nearest position that is not.
-func (c *wsConn) sendExpired(from, earliest Position) {
+// sendExpired answers a resume whose cursor (from) is past retention with
+// the nearest position that is not. The message's cursor is the client's
+// position: what it sent, or where the replay got to.
+func (c *wsConn) sendExpired(at, from, earliest Position) {
 	e := earliest
 	if from.sameShape(earliest) {
 		e = from.max(earliest)
 	}
-	c.srv.results.sendTo(c.sub, func(cursor string) []byte {
-		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: cursor, Error: expiredBody{
+	c.srv.results.sendTo(c.sub, func(string) []byte {
+		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
 			Code:     codeCursorExpired,
 			Message:  "part of what the cursor asks for is no longer held; resume from earliest (accepting the gap) or subscribe",
 			Earliest: e.String(),
@@ -303,6 +305,7 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 		}
 	}
 	s.replay = &replayState{limit: max(limit, 1)}
+	s.positioned = true
 	live := r.pos.Clone()
 	if live.behind(from) {
 		f := from.Clone()
@@ -317,6 +320,7 @@ func (r *Results) endReplay(s *subscriber) {
 	defer r.mu.Unlock()
 	s.replay = nil
 	s.floor = nil
+	s.positioned = false
 }
 
 // replayMessage returns the message for a replayed record if it matches s's

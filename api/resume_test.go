@@ -206,8 +206,8 @@ func TestStreamResumeCursorPastRetention(t *testing.T) {
 	c2 := h.dial(nil)
 	c2.sendText(resumeMsg(start, `{"session_id":"s"}`))
 	m := c2.expect("error")
-	if m.Error.Code != "cursor_expired" || m.Error.Earliest != mid.String() || m.Cursor == "" {
-		t.Fatalf("got %+v (cursor %q), want cursor_expired with earliest %s", m.Error, m.Cursor, mid)
+	if m.Error.Code != "cursor_expired" || m.Error.Earliest != mid.String() || m.Cursor != start {
+		t.Fatalf("got %+v (cursor %q), want cursor_expired with earliest %s and the client's cursor", m.Error, m.Cursor, mid)
 	}
 	c2.sendText(resumeMsg(m.Error.Earliest, `{"session_id":"s"}`))
 	n := 0
@@ -260,7 +260,10 @@ func TestStreamResumeOnAnInstanceBehind(t *testing.T) {
 }
 
 // TestStreamErrorForEveryBadClientMessage: each bad message gets an error
-// with a stable code (and a cursor), and the connection stays usable.
+// with a stable code, and the connection stays usable. Errors carry a
+// cursor once the connection has a position (it subscribed or resumed),
+// and none before: a client must not mistake the feed's position for its
+// own.
 func TestStreamErrorForEveryBadClientMessage(t *testing.T) {
 	h, _ := resumeHarness(t, 2)
 	c := h.dial(nil)
@@ -280,7 +283,7 @@ func TestStreamErrorForEveryBadClientMessage(t *testing.T) {
 	} {
 		c.sendText(tc.msg)
 		m := c.expect("error")
-		if m.Error.Code != tc.code || m.Error.Message == "" || m.Cursor == "" {
+		if m.Error.Code != tc.code || m.Error.Message == "" || m.Cursor != "" {
 			t.Fatalf("%s: got %+v cursor %q, want code %s", tc.msg, m.Error, m.Cursor, tc.code)
 		}
 	}
@@ -294,8 +297,8 @@ func TestStreamErrorForEveryBadClientMessage(t *testing.T) {
 	c.sendText(resumeMsg(good, `{"session_id":"s"}`))
 	c.expect("resumed")
 	c.sendText(resumeMsg(good, `{"session_id":"s"}`))
-	if m := c.expect("error"); m.Error.Code != "bad_resume" {
-		t.Fatalf("second resume: %+v", m.Error)
+	if m := c.expect("error"); m.Error.Code != "bad_resume" || m.Cursor != good {
+		t.Fatalf("second resume: %+v cursor %q, want bad_resume with cursor %s", m.Error, m.Cursor, good)
 	}
 
 	c2 := h.dial(nil)

@@ -181,7 +181,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"type":"resumed","cursor":"...","replayed":12,"subscriptions":[...]}
 //	{"type":"error","cursor":"...","error":{"code":"bad_message","message":"..."}}
 //
-// Every message carries the cursor of the position reached (see [Position]);
+// Every message carries the cursor of the position reached (see [Position]),
+// except errors on a connection that has neither subscribed nor resumed;
 // a client that reconnects sends resume first with its last cursor and its
 // subscriptions, and gets what it missed replayed from the [History], then
 // live messages, with none missed or repeated (see resume.go).
