@@ -52,6 +52,9 @@ func TestSubmitIsIdempotentByKey(t *testing.T) {
 	if n := len(h.pub.Requests()); n != 1 {
 		t.Fatalf("published %d times, want once", n)
 	}
+	if got := metricValue(t, h.reg, "switchboard_api_idempotent_repeats_total"); got != 1 {
+		t.Fatalf("switchboard_api_idempotent_repeats_total = %v, want 1", got)
+	}
 	// The same key with another intent is a client bug.
 	resp, body = h.post(`{"intent_type":"echo","payload":{"a":2}}`, key)
 	wantError(t, resp, body, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency-Key")

@@ -62,6 +62,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	} else if finish == nil {
 		req.IntentID, publish = id, false // a repeat: the first request published it
+		s.front.repeats.Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
 		defer func() { finish(publish) }() // publish is false if it failed

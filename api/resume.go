@@ -99,24 +99,30 @@ const replayPendingFactor = 16
 // twice or missed. Reading nothing else while it replays, the reader keeps
 // the connection's messages in order.
 func (c *wsConn) resume(req resumeRequest) {
+	result := c.replay(req)
+	c.srv.front.resumes.WithLabelValues(result).Inc()
+}
+
+// replay does the work of resume and returns its result for the metrics.
+func (c *wsConn) replay(req resumeRequest) string {
 	r, h := c.srv.results, c.srv.history
 	if c.resumed {
 		c.sendError(codeBadResume, "a connection resumes once; open a new connection to resume again")
-		return
+		return "refused"
 	}
 	if h == nil {
 		c.sendError(codeResumeUnavailable, "this server cannot replay history; subscribe instead")
-		return
+		return "refused"
 	}
 	if len(req.Subscriptions) == 0 {
 		c.sendError(codeBadMessage, "resume needs the connection's subscriptions")
-		return
+		return "refused"
 	}
 	n := 0
 	for _, f := range req.Subscriptions {
 		if err := checkSubscription(f); err != nil {
 			c.sendError(codeBadMessage, err.Error())
-			return
+			return "refused"
 		}
 		n += len(f.IntentIDs)
 		if f.SessionID != "" {
@@ -129,39 +135,39 @@ func (c *wsConn) resume(req resumeRequest) {
 	if n > c.srv.cfg.MaxSubscriptions {
 		c.sendError(codeTooManySubscriptions,
 			fmt.Sprintf("a connection may hold %d subscriptions", c.srv.cfg.MaxSubscriptions))
-		return
+		return "refused"
 	}
 	from, err := ParseCursor(req.Cursor)
 	if err != nil {
 		c.sendError(codeBadCursor, err.Error())
-		return
+		return "refused"
 	}
 	hub := r.Position()
 	if len(hub.Results) == 0 {
 		c.sendError(codeResumeUnavailable, "this server's feed has not started yet; retry")
-		return
+		return "refused"
 	}
 	if !from.sameShape(hub) {
 		c.sendError(codeBadCursor, fmt.Sprintf("the cursor names %d+%d partitions, the topics have %d+%d",
 			len(from.Results), len(from.Timeouts), len(hub.Results), len(hub.Timeouts)))
-		return
+		return "refused"
 	}
 	ctx, cancel := context.WithCancel(c.srv.stopCtx)
 	defer cancel()
 	earliest, err := h.Earliest(ctx)
 	if err != nil {
 		c.sendError(codeUnavailable, "reading the topics' retention: "+err.Error())
-		return
+		return "failed"
 	}
 	if !earliest.sameShape(from) || from.behind(earliest) {
 		c.sendExpired(from, from, earliest)
-		return
+		return "cursor_expired"
 	}
 	c.resumed = true
 	live, err := r.beginReplay(c.sub, from, req.Subscriptions, replayPendingFactor*c.srv.cfg.SendQueue)
 	if err != nil {
 		c.sendError(codeBadResume, err.Error())
-		return
+		return "refused"
 	}
 	cur := from.Clone()
 	replayed := 0
@@ -183,7 +189,7 @@ func (c *wsConn) resume(req resumeRequest) {
 	})
 	switch {
 	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil:
-		return // the writer closes the connection (1001 on shutdown)
+		return "failed" // the writer closes the connection (1001 on shutdown)
 	case errors.Is(err, ErrCursorExpired):
 		// Deleted between Earliest and the read: the client must choose.
 		// Its position is where the replay got to.
@@ -194,20 +200,22 @@ func (c *wsConn) resume(req resumeRequest) {
 			earliest = e
 		}
 		c.sendExpired(cur, from, earliest)
-		return
+		return "cursor_expired"
 	case err != nil:
 		c.srv.log.Warn("resume: replay failed", "error", err)
 		_ = c.conn.Close()
-		return
+		return "failed"
 	}
 	b, _ := json.Marshal(resumedMessage{
 		Type: "resumed", Cursor: from.max(live).String(),
 		Replayed: replayed, Subscriptions: req.Subscriptions,
 	})
 	if !c.sendWait(b) {
-		return
+		return "failed"
 	}
+	c.srv.front.replayed.Add(float64(replayed))
 	c.flushReplay()
+	return "resumed"
 }
 
 // errConnClosing stops a replay whose connection is closing.

@@ -214,8 +214,15 @@ func TestStreamResumeCursorPastRetention(t *testing.T) {
 	for m := c2.read(); m.Type != "resumed"; m = c2.read() {
 		n++
 	}
-	if want := 20 - int(mid.Results[0]+mid.Results[1]); n != want {
+	want := 20 - int(mid.Results[0]+mid.Results[1])
+	if n != want {
 		t.Fatalf("replayed %d from earliest, want %d", n, want)
+	}
+	if got := metricValue(t, h.reg, "switchboard_ws_resumes_total"); got != 2 {
+		t.Fatalf("switchboard_ws_resumes_total = %v, want 2 (one expired, one resumed)", got)
+	}
+	if got := metricValue(t, h.reg, "switchboard_ws_replayed_messages_total"); got != float64(want) {
+		t.Fatalf("switchboard_ws_replayed_messages_total = %v, want %d", got, want)
 	}
 }
 

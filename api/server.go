@@ -40,6 +40,7 @@ type Server struct {
 	catalog    Catalog
 	agentState func(string) any
 	idem       *idempotency
+	front      *frontMetrics
 	metrics    *metrics
 	router     *chi.Mux
 	upgrader   websocket.Upgrader
@@ -86,6 +87,10 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	fm, err := newFrontMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:          cfg,
 		pub:          pub,
@@ -98,6 +103,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		agentState:   o.agentState,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
+		front:        fm,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		sweeperStop:  make(chan struct{}),
