@@ -11,8 +11,10 @@ import (
 )
 
 // DefaultPublicPaths are the paths served without a credential when
-// AuthConfig.PublicPaths is nil: probes and Prometheus scrapes.
-var DefaultPublicPaths = []string{"/healthz", "/readyz", "/metrics"}
+// AuthConfig.PublicPaths is nil: probes, Prometheus scrapes and the API's
+// description. (The console's static files, / and /console/*, are always
+// public: they hold no data.)
+var DefaultPublicPaths = []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
 
 // Defaults of [AuthConfig] and [JWTConfig].
 const (

@@ -365,13 +365,19 @@ func TestAuthCustomTenantClaim(t *testing.T) {
 
 func TestAuthPublicPaths(t *testing.T) {
 	h := newHarness(t, withAuth(nil))
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	// Probes, scrapes, the API's description and the console's static
+	// files (no data in them: the console's own calls carry a credential).
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/", "/console/console.js"} {
 		if resp, body := h.do("GET", p, ""); resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s without a credential: %d %s", p, resp.StatusCode, body)
+			t.Fatalf("%s without a credential: %d %.200s", p, resp.StatusCode, body)
 		}
 	}
 	resp, body := h.do("GET", "/no/such/route", "")
 	wantRefusal(t, resp, body, 401, "unauthenticated") // routes are not revealed
+	resp, body = h.do("POST", "/", "")
+	wantRefusal(t, resp, body, 401, "unauthenticated") // only reading the console is public
+	resp, body = h.do("GET", "/v1/intent-types", "")
+	wantRefusal(t, resp, body, 401, "unauthenticated") // the console's data is not
 
 	locked := newHarness(t, withAuth(func(a *api.AuthConfig) { a.PublicPaths = []string{"/healthz"} }))
 	resp, body = locked.do("GET", "/metrics", "")

@@ -203,6 +203,11 @@ type options struct {
 	gatherer   prometheus.Gatherer
 	readiness  func() error
 	contexts   ContextStore
+	history    History
+	catalog    Catalog
+	agentState func(agent string) any
+
+	idempotencyWindow time.Duration
 }
 
 // WithClock sets the clock used for ?wait deadlines, WebSocket keepalives,

@@ -7,25 +7,34 @@
 //     it through a [Publisher], and answer 202 at once, or with ?wait=DURATION
 //     hold the request until the intent's result arrives (200) or the wait
 //     ends (202, status "pending").
-//   - GET /v1/intents/{id}: the result of an intent this instance has seen.
+//     Idempotent by Idempotency-Key or intent_id (idempotency.go).
+//   - GET /v1/intents/{id}: the result and timeline of an intent this
+//     instance has seen (timeline.go).
 //   - GET /v1/stream: a WebSocket on which a client subscribes to results by
 //     intent id, session id or intent type and receives each matching result
-//     as one JSON text message. The protocol is described on [Server.Handler].
+//     and timeout event as one JSON text message carrying a resume cursor;
+//     a client that reconnects resumes from its cursor (resume.go, cursor.go).
+//     The protocol is described on [Server.Handler] and in the README.
+//   - GET /v1/agents, /v1/intent-types (agents.go), /v1/openapi.json
+//     (openapi.go), the console at / (console.go, console/).
 //   - GET /metrics, /healthz and /readyz.
 //   - [Results]: this instance's bounded memory of recent results, the waiters
-//     of ?wait requests and the fan-out to WebSocket subscribers.
+//     of ?wait requests, the live counts, and the fan-out to WebSocket
+//     subscribers.
 //
 // It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
-// [Publisher] that writes to the requests topic, and feeds [Results.Add] from a
-// reader of the results topic. Every instance reads all results, so any
-// instance can answer any client.
+// [Publisher] that writes to the requests topic and a [History] that replays
+// the results and timeouts topics for resume, and feeds [Results.Begin],
+// [Results.AddResult] and [Results.AddTimeout] from a reader of those topics.
+// Every instance reads all of them, so any instance can answer any client.
 //
 // It owns authentication and tenants ([AuthConfig]: API keys and JWTs, the
 // browser origin allowlist and CORS, 401/403 answers; a credential's tenant
-// scopes what it submits, reads and streams) and the stream's limits (send
-// queue, keepalive, read size, message rate, subscriptions per connection,
-// connections per tenant; see limits.go). It does not own where secrets come
-// from: the caller resolves them (cmd/switchboard reads the environment).
+// scopes what it submits, reads, cancels and streams) and the stream's limits
+// (send queue, keepalive, read size, message rate, subscriptions per
+// connection, connections per tenant; see limits.go). It does not own where
+// secrets come from: the caller resolves them (cmd/switchboard reads the
+// environment).
 //
 // Time comes from an injected clockwork.Clock ([WithClock]), so ?wait
 // deadlines, WebSocket keepalives and request durations follow a fake clock in

@@ -41,7 +41,7 @@ const (
 // Requests without an Origin (curl, servers, the Go client) skip step 1.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.auth.public[r.URL.Path] {
+		if s.auth.public[r.URL.Path] || consoleAsset(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -117,4 +117,14 @@ func (s *Server) originAllowed(r *http.Request) bool {
 func sameOrigin(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// consoleAsset reports whether r asks for the console's page or one of its
+// files: static, holding no data, so served without a credential. The
+// console's own API calls and stream carry the credential its user enters.
+func consoleAsset(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	return r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/console/")
 }

@@ -35,6 +35,12 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if !stampTenant(w, p, req) {
 		return
 	}
+	key, explicitID, fp := r.Header.Get("Idempotency-Key"), req.IntentID != "", fingerprint(req)
+	if len(key) > maxIdempotencyKeyLen {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter,
+			fmt.Sprintf("the Idempotency-Key header is longer than %d bytes", maxIdempotencyKeyLen), "Idempotency-Key")
+		return
+	}
 	now := s.clock.Now().UnixMilli()
 	if req.IntentID == "" {
 		req.IntentID = intents.NewIDAt(now)
@@ -55,6 +61,17 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	publish := true
+	if id, finish, ok := s.claimIdempotency(w, r, key, req, explicitID, fp); !ok {
+		return
+	} else if finish == nil {
+		req.IntentID, publish = id, false // a repeat: the first request published it
+		s.front.repeats.Inc()
+		w.Header().Set("Idempotent-Replayed", "true")
+	} else {
+		defer func() { finish(publish) }() // publish is false if it failed
+	}
+
 	// With ?wait, register the waiter before publishing, so that however
 	// fast the result comes back it finds us.
 	var (
@@ -65,13 +82,17 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		res, wt = s.awaitVisible(p, req.IntentID)
 		defer s.results.release(wt)
 	}
-	if err := s.pub.PublishIntent(r.Context(), req); err != nil {
-		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
-			slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
-			"the intent could not be published; retry with the same intent_id", "")
-		return
+	if publish {
+		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
+			publish = false
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
+				slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+				"the intent could not be published; retry with the same intent_id", "")
+			return
+		}
 	}
+	s.results.submitted(req.IntentID, req.IntentType, deref(req.Tenant))
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
 	if wait <= 0 {
 		w.Header().Set("Location", location)
@@ -203,23 +224,6 @@ func jsonKind(e *json.UnmarshalTypeError) string {
 	}
 }
 
-// getIntent serves GET /v1/intents/{id}.
-func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if r.URL.RawPath != "" {
-		if u, err := url.PathUnescape(id); err == nil {
-			id = u
-		}
-	}
-	res, ok := s.results.Get(id)
-	if !ok || !visible(principalFrom(r.Context()), res) {
-		writeError(w, http.StatusNotFound, codeNotFound,
-			fmt.Sprintf("no result for intent %q on this instance: it may still be pending, or older than this instance remembers", id), "")
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
 }
@@ -254,4 +258,11 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
 		fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -14,8 +14,11 @@ const DefaultResultsCapacity = 10_000
 
 // Results is this instance's view of recent intent results: a bounded
 // in-memory store (oldest evicted first), the waiters of ?wait requests and
-// the fan-out to WebSocket subscribers. The caller feeds it with [Results.Add]
-// from a reader of the results topic. All methods are safe for concurrent use.
+// the fan-out of results and timeout events to WebSocket subscribers. The
+// caller feeds it from a reader of the results and timeouts topics: [Results.Begin]
+// with the reader's start position, then [Results.AddResult] and
+// [Results.AddTimeout] with each record's partition and offset, in the order
+// of each partition. All methods are safe for concurrent use.
 //
 // Results are shared, not copied: callers must treat an *IntentResult given to
 // Add or returned by Get and Wait as read-only.
@@ -26,19 +29,35 @@ type Results struct {
 	next    int
 	waiters map[string][]*waiter
 
+	// pos is where the feed stands: every record before it has been fanned
+	// out. cursor is its text, recomputed when stale.
+	pos         Position
+	cursor      string
+	cursorStale bool
+
 	// seq numbers fan-outs so that a subscriber matched twice by one result
 	// (by intent id and by session, say) gets it once.
 	seq       uint64
-	byIntent  map[string]map[*subscriber]struct{} // one-shot: removed on delivery
+	byIntent  map[string]map[*subscriber]struct{} // one-shot: removed on delivery of the result
 	bySession map[string]map[*subscriber]struct{}
 	byType    map[string]map[*subscriber]struct{}
+
+	stats stats
+
+	// timeouts keeps the last timeout events, by intent id (tring as ring).
+	timeouts map[string]*schemas.IntentTimeout
+	tring    []string
+	tnext    int
 }
 
-// entry is a stored result and, once a subscriber needed it, its encoded
-// stream message.
+// entry is a stored result, where it was read (if known) and, once a
+// subscriber needed it, its JSON encoding.
 type entry struct {
-	res *schemas.IntentResult
-	msg []byte
+	res       *schemas.IntentResult
+	body      []byte
+	hasPos    bool
+	partition int32
+	offset    int64
 }
 
 // waiter is one Wait (or ?wait request) for one intent's result.
@@ -47,7 +66,7 @@ type waiter struct {
 	c  chan *schemas.IntentResult // buffered 1: Add never blocks on it
 }
 
-// sink receives encoded result messages. deliver is called with Results.mu
+// sink receives encoded stream messages. deliver is called with Results.mu
 // held and must not block nor call back into Results.
 type sink interface {
 	deliver(msg []byte)
@@ -62,6 +81,17 @@ type subscriber struct {
 	intents  map[string]struct{}
 	sessions map[string]struct{}
 	types    map[string]struct{}
+
+	// replay is set while a resume replays history: live messages wait in
+	// it and go out after the replayed ones.
+	replay *replayState
+	// floor is set while the client's resume cursor is ahead of this
+	// instance's feed on some partition: live records before it were sent
+	// by another instance and are skipped, and cursors never go back.
+	floor *Position
+	// positioned is set once s subscribed or resumed: from then on the
+	// messages it is sent carry cursors.
+	positioned bool
 }
 
 func newSubscriber(s sink) *subscriber {
@@ -88,26 +118,82 @@ func NewResults(capacity int) *Results {
 		byIntent:  map[string]map[*subscriber]struct{}{},
 		bySession: map[string]map[*subscriber]struct{}{},
 		byType:    map[string]map[*subscriber]struct{}{},
+		stats:     newStats(),
+		timeouts:  map[string]*schemas.IntentTimeout{},
+		tring:     make([]string, capacity),
 	}
 }
 
-// Add stores a result, wakes the waiters for its intent and sends it to every
-// matching subscriber. It never blocks on a subscriber: one whose send queue is
-// full is disconnected instead. A result for an intent already in the store
-// replaces the stored one but is not sent again (each intent has exactly one
-// result; a second copy is a redelivery). Add ignores nil and results without
-// an intent id.
-func (r *Results) Add(res *schemas.IntentResult) {
+// Begin sets the feed's start position: the reader starts each partition of
+// the results and timeouts topics at these offsets. Call it once, before the
+// first AddResult or AddTimeout. Without it, results carry no cursor and
+// resume is refused.
+func (r *Results) Begin(pos Position) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pos = pos.Clone()
+	r.cursorStale = true
+}
+
+// Position returns the feed's position: every record before it has been
+// handed to subscribers.
+func (r *Results) Position() Position {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pos.Clone()
+}
+
+// advance moves the feed's position past a record, if the position holds
+// its partition.
+func (r *Results) advance(k Stream, partition int32, offset int64) bool {
+	offs := r.pos.of(k)
+	if partition < 0 || int(partition) >= len(offs) {
+		return false
+	}
+	offs[partition] = max(offs[partition], offset+1)
+	r.cursorStale = true
+	return true
+}
+
+// hubCursor returns the text of the feed's position.
+func (r *Results) hubCursor() string {
+	if r.cursorStale {
+		r.cursor = r.pos.String()
+		r.cursorStale = false
+	}
+	return r.cursor
+}
+
+// Add stores a result read from an unknown position (tests, tools): like
+// AddResult, but the feed's position does not move.
+func (r *Results) Add(res *schemas.IntentResult) { r.add(res, false, 0, 0) }
+
+// AddResult stores a result read at partition/offset of the results topic,
+// wakes the waiters for its intent and sends it to every matching
+// subscriber. It never blocks on a subscriber: one whose send queue is full is
+// disconnected instead. A result for an intent already in the store replaces
+// the stored one but is not sent again (each intent has exactly one result; a
+// second copy is a redelivery). It ignores nil and results without an
+// intent id (but still moves the position past them).
+func (r *Results) AddResult(partition int32, offset int64, res *schemas.IntentResult) {
+	r.add(res, true, partition, offset)
+}
+
+func (r *Results) add(res *schemas.IntentResult, hasPos bool, partition int32, offset int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hasPos {
+		hasPos = r.advance(StreamResults, partition, offset)
+	}
 	if res == nil || res.IntentID == "" {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if e, ok := r.byID[res.IntentID]; ok {
-		e.res, e.msg = res, nil
+		e.res, e.body = res, nil
 		return
 	}
-	e := &entry{res: res}
+	r.stats.addResult(res)
+	e := &entry{res: res, hasPos: hasPos, partition: partition, offset: offset}
 	r.store(e)
 	if ws := r.waiters[res.IntentID]; ws != nil {
 		for _, w := range ws {
@@ -116,6 +202,34 @@ func (r *Results) Add(res *schemas.IntentResult) {
 		delete(r.waiters, res.IntentID)
 	}
 	r.fanOut(e)
+}
+
+// AddTimeout sends a timeout event read at partition/offset of the timeouts
+// topic to the subscribers of its intent id and of its intent type (a
+// timeout event names no session). Timeout events are not stored; the
+// intent's result follows them.
+func (r *Results) AddTimeout(partition int32, offset int64, t *schemas.IntentTimeout) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hasPos := r.advance(StreamTimeouts, partition, offset)
+	if t == nil || t.IntentID == "" {
+		return
+	}
+	r.stats.addTimeout(t)
+	r.storeTimeout(t)
+	ev := &event{kind: StreamTimeouts, hasPos: hasPos, partition: partition, offset: offset, timeout: t}
+	r.seq++
+	for s := range r.byIntent[t.IntentID] {
+		r.deliver(s, ev)
+	}
+	if t.SessionID != nil {
+		for s := range r.bySession[*t.SessionID] {
+			r.deliver(s, ev)
+		}
+	}
+	for s := range r.byType[t.IntentType] {
+		r.deliver(s, ev)
+	}
 }
 
 // store puts a new entry in the map and the ring, evicting the oldest.
@@ -133,46 +247,141 @@ func (r *Results) store(e *entry) {
 func (r *Results) fanOut(e *entry) {
 	r.seq++
 	res := e.res
+	ev := &event{kind: StreamResults, hasPos: e.hasPos, partition: e.partition, offset: e.offset, entry: e}
 	if subs, ok := r.byIntent[res.IntentID]; ok {
 		for s := range subs {
-			r.deliver(s, e)
+			r.deliver(s, ev)
 			delete(s.intents, res.IntentID)
 		}
 		delete(r.byIntent, res.IntentID)
 	}
 	if res.SessionID != nil {
 		for s := range r.bySession[*res.SessionID] {
-			r.deliver(s, e)
+			r.deliver(s, ev)
 		}
 	}
 	for s := range r.byType[res.IntentType] {
-		r.deliver(s, e)
+		r.deliver(s, ev)
 	}
 }
 
-// deliver sends e to s unless s already had it in this fan-out.
-func (r *Results) deliver(s *subscriber, e *entry) {
-	if s.seq == r.seq || !s.admits(e.res) {
+// deliver sends ev to s unless s already had it in this fan-out, s may not
+// see it (another tenant's), or the client's resume cursor is past it.
+func (r *Results) deliver(s *subscriber, ev *event) {
+	if s.seq == r.seq || !s.admitsEvent(ev) {
 		return
 	}
 	s.seq = r.seq
-	if msg := e.message(); msg != nil {
-		s.sink.deliver(msg)
+	var msg []byte
+	if s.floor != nil {
+		if ev.hasPos && ev.offset < s.floor.at(ev.kind, ev.partition) {
+			return
+		}
+		c := r.pos.max(*s.floor)
+		if !r.pos.behind(*s.floor) {
+			s.floor = nil
+		}
+		msg = ev.frame(c.String())
+	} else {
+		if ev.msg == nil {
+			ev.msg = ev.frame(r.hubCursor())
+		}
+		msg = ev.msg
+	}
+	if msg != nil {
+		r.send(s, msg)
 	}
 }
 
-// message returns the stream message for e, encoding it on first use: one
-// encoding however many subscribers receive it. A result that cannot be
-// encoded (an answer that is not JSON) yields nil and is not streamed.
-func (e *entry) message() []byte {
-	if e.msg == nil {
-		b, err := json.Marshal(resultMessage{Type: "result", Result: e.res})
+// send hands msg to s's sink, or, while s replays history, to its queue of
+// live messages.
+func (r *Results) send(s *subscriber, msg []byte) {
+	if rs := s.replay; rs != nil {
+		if len(rs.pending) >= rs.limit {
+			rs.overflowed = true
+			return
+		}
+		rs.pending = append(rs.pending, msg)
+		return
+	}
+	s.sink.deliver(msg)
+}
+
+// cursorFor returns the cursor of a message sent to s now: the feed's
+// position, or later where s's resume cursor is ahead of it; "" while s has
+// no position yet (it has neither subscribed nor resumed: a cursor then
+// would only tell the client to skip what it has not asked for yet).
+func (r *Results) cursorFor(s *subscriber) string {
+	if !s.positioned {
+		return ""
+	}
+	if s.floor != nil {
+		return r.pos.max(*s.floor).String()
+	}
+	return r.hubCursor()
+}
+
+// event is one record on its way to subscribers: a result (entry) or a
+// timeout event. msg caches the message with the feed's cursor for one
+// fan-out.
+type event struct {
+	kind      Stream
+	hasPos    bool
+	partition int32
+	offset    int64
+	entry     *entry
+	timeout   *schemas.IntentTimeout
+	msg       []byte
+}
+
+// frame returns the stream message for ev with the given cursor, or nil if
+// its record cannot be encoded (an answer that is not JSON).
+func (ev *event) frame(cursor string) []byte {
+	if ev.entry != nil {
+		body := ev.entry.encoded()
+		if body == nil {
+			return nil
+		}
+		return frame("result", cursor, "result", body)
+	}
+	body, err := json.Marshal(ev.timeout)
+	if err != nil {
+		return nil
+	}
+	return frame("timeout", cursor, "timeout", body)
+}
+
+// encoded returns e's result as JSON, encoding it on first use: one
+// encoding however many subscribers receive it.
+func (e *entry) encoded() []byte {
+	if e.body == nil {
+		b, err := json.Marshal(e.res)
 		if err != nil {
 			return nil
 		}
-		e.msg = b
+		e.body = b
 	}
-	return e.msg
+	return e.body
+}
+
+// frame builds {"type":typ,"cursor":cursor,field:body}. A cursor holds only
+// [a-z0-9:,], so it needs no escaping.
+func frame(typ, cursor, field string, body []byte) []byte {
+	b := make([]byte, 0, len(body)+len(cursor)+len(typ)+len(field)+32)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	if cursor != "" {
+		b = append(b, `,"cursor":"`...)
+		b = append(b, cursor...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = append(b, body...)
+	b = append(b, '}')
+	return b
 }
 
 // Get returns the result of an intent if it is in the store.
@@ -244,11 +453,11 @@ func (r *Results) release(w *waiter) {
 
 // subscribe adds to s the entries of f it does not hold yet, unless s would
 // then hold more than max (errTooManySubscriptions, nothing added). Then,
-// still under the lock, it calls ack, and sends s the stored results of the
+// still under the lock, it calls ack with the cursor for s, and sends s the stored results of the
 // newly subscribed intent ids (whose subscriptions thereby end at once). So the
 // acknowledgement comes before any result it enables, and a result added
 // concurrently is sent exactly once, by Add or from the store.
-func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func()) error {
+func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cursor string)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -275,8 +484,9 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func()) 
 	if s.count()+n > max {
 		return errTooManySubscriptions
 	}
+	s.positioned = true
 	if ack != nil {
-		ack()
+		ack(r.cursorFor(s))
 	}
 	if f.SessionID != "" {
 		s.sessions[f.SessionID] = struct{}{}
@@ -291,8 +501,8 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func()) 
 			continue
 		}
 		if e, ok := r.byID[id]; ok {
-			if msg := e.message(); msg != nil && s.admits(e.res) {
-				s.sink.deliver(msg)
+			if body := e.encoded(); body != nil && s.admits(e.res) {
+				r.send(s, frame("result", r.cursorFor(s), "result", body))
 			}
 			continue
 		}

@@ -32,18 +32,23 @@ type Publisher interface {
 // Create it with [New], serve with [Server.Run] (or mount [Server.Handler]),
 // stop with [Server.Shutdown].
 type Server struct {
-	cfg       Config
-	pub       Publisher
-	results   *Results
-	clock     clockwork.Clock
-	log       *slog.Logger
-	readiness func() error
-	contexts  ContextStore // nil: none
-	metrics   *metrics
-	router    *chi.Mux
-	upgrader  websocket.Upgrader
-	httpSrv   *http.Server
-	auth      *authenticator
+	cfg        Config
+	pub        Publisher
+	results    *Results
+	clock      clockwork.Clock
+	log        *slog.Logger
+	readiness  func() error
+	contexts   ContextStore // nil: none
+	history    History      // nil: no resume
+	catalog    Catalog
+	agentState func(string) any
+	idem       *idempotency
+	front      *frontMetrics
+	metrics    *metrics
+	router     *chi.Mux
+	upgrader   websocket.Upgrader
+	httpSrv    *http.Server
+	auth       *authenticator
 
 	// stopCtx is cancelled when Shutdown begins: it ends ?wait requests
 	// (they answer 202 pending) and marks the server not ready.
@@ -90,6 +95,10 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if !cfg.Auth.Required {
 		m.authDisabled.Set(1)
 	}
+	fm, err := newFrontMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:          cfg,
 		pub:          pub,
@@ -98,7 +107,12 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		log:          o.logger,
 		readiness:    o.readiness,
 		contexts:     o.contexts,
+		history:      o.history,
+		catalog:      o.catalog,
+		agentState:   o.agentState,
+		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
+		front:        fm,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		tenantConns:  map[string]int{},
@@ -129,7 +143,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 }
 
 // routes builds the router. Every response, errors included, is JSON (except
-// /metrics).
+// /metrics and the console).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.recoverer, s.guard)
@@ -140,6 +154,11 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
 	r.Get("/v1/contexts/{entity_id}", s.getContext)
+	r.Get("/v1/agents", s.listAgents)
+	r.Get("/v1/intent-types", s.listIntentTypes)
+	r.Get("/v1/openapi.json", s.openAPI)
+	r.Get("/", s.serveConsole)
+	r.Get("/console/{file}", s.serveConsole)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
@@ -149,11 +168,16 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // Handler returns the server's routes, for Run or for mounting on a server
 // the caller owns (tests use httptest.NewServer(s.Handler())):
 //
-//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result
-//	GET  /v1/intents/{id}   the result of an intent, if this instance has seen it
+//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result;
+//	                        idempotent by Idempotency-Key or intent_id
+//	GET  /v1/intents/{id}   the result and timeline of an intent, if this instance has seen it
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
-//	GET  /v1/stream         WebSocket stream of results
+//	GET  /v1/stream         WebSocket stream of results and timeout events
+//	GET  /v1/agents         configured agents with live counts
+//	GET  /v1/intent-types   configured intent types with live counts
 //	GET  /v1/contexts/{entity_id}  the context snapshot this instance holds for an entity
+//	GET  /v1/openapi.json   the OpenAPI 3 document of these routes
+//	GET  /                  the console (and /console/{file})
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves
 //	GET  /readyz            200 {"status":"ready"}, or 503 with the reason
@@ -168,13 +192,22 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"subscribe":{"session_id":"s-42"}}
 //	{"subscribe":{"intent_type":"fraud_check"}}
 //	{"unsubscribe":{"session_id":"s-42"}}
+//	{"resume":{"cursor":"r0:12,r1:7,t0:3,t1:0","subscriptions":[{"session_id":"s-42"}]}}
 //
 // (the fields of one subscribe may be combined), and the server answers
 //
-//	{"type":"subscribed","subscription":{"session_id":"s-42"}}
-//	{"type":"unsubscribed","subscription":{"session_id":"s-42"}}
-//	{"type":"result","result":{...IntentResult...}}
-//	{"type":"error","error":{"code":"bad_message","message":"..."}}
+//	{"type":"subscribed","cursor":"...","subscription":{"session_id":"s-42"}}
+//	{"type":"unsubscribed","cursor":"...","subscription":{"session_id":"s-42"}}
+//	{"type":"result","cursor":"...","result":{...IntentResult...}}
+//	{"type":"timeout","cursor":"...","timeout":{...IntentTimeout...}}
+//	{"type":"resumed","cursor":"...","replayed":12,"subscriptions":[...]}
+//	{"type":"error","cursor":"...","error":{"code":"bad_message","message":"..."}}
+//
+// Every message carries the cursor of the position reached (see [Position]),
+// except errors on a connection that has neither subscribed nor resumed;
+// a client that reconnects sends resume first with its last cursor and its
+// subscriptions, and gets what it missed replayed from the [History], then
+// live messages, with none missed or repeated (see resume.go).
 //
 // A result is sent once per connection even when several subscriptions match
 // it. Subscribing by intent id sends the result at once if this instance

@@ -15,15 +15,15 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
 // The stream protocol's messages (see Server.Handler for examples).
 
 // clientMessage is what a client sends: exactly one of its fields.
 type clientMessage struct {
-	Subscribe   *subscription `json:"subscribe,omitempty"`
-	Unsubscribe *subscription `json:"unsubscribe,omitempty"`
+	Subscribe   *subscription  `json:"subscribe,omitempty"`
+	Unsubscribe *subscription  `json:"unsubscribe,omitempty"`
+	Resume      *resumeRequest `json:"resume,omitempty"`
 }
 
 // subscription selects results by intent ids, session id and/or intent type.
@@ -33,22 +33,18 @@ type subscription struct {
 	IntentType string   `json:"intent_type,omitempty"`
 }
 
-// resultMessage carries one result to a client.
-type resultMessage struct {
-	Type   string                `json:"type"` // "result"
-	Result *schemas.IntentResult `json:"result"`
-}
-
 // ackMessage acknowledges a subscribe or an unsubscribe.
 type ackMessage struct {
 	Type         string       `json:"type"` // "subscribed" or "unsubscribed"
+	Cursor       string       `json:"cursor,omitempty"`
 	Subscription subscription `json:"subscription"`
 }
 
 // errorMessage answers a client message that could not be honoured.
 type errorMessage struct {
-	Type  string    `json:"type"` // "error"
-	Error errorBody `json:"error"`
+	Type   string    `json:"type"` // "error"
+	Cursor string    `json:"cursor,omitempty"`
+	Error  errorBody `json:"error"`
 }
 
 // serveStream serves GET /v1/stream: it upgrades to a WebSocket and runs the
@@ -170,6 +166,9 @@ type wsConn struct {
 
 	queue chan []byte   // bounded: Config.SendQueue
 	ping  chan struct{} // buffered 1: keepalive asks for a ping
+	wrote chan struct{} // buffered 1: the writer wrote a message (a resume waits for room)
+
+	resumed bool // the reader handled a resume (reader-owned)
 
 	slowOnce   sync.Once
 	slow       chan struct{} // closed when queue overflowed: close with 1013
@@ -196,6 +195,7 @@ func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
 		conn:       conn,
 		queue:      make(chan []byte, s.cfg.SendQueue),
 		ping:       make(chan struct{}, 1),
+		wrote:      make(chan struct{}, 1),
 		slow:       make(chan struct{}),
 		away:       make(chan struct{}),
 		policy:     make(chan struct{}),
@@ -221,28 +221,46 @@ func (c *wsConn) send(msg []byte) {
 	select {
 	case c.queue <- msg:
 	default:
-		c.slowOnce.Do(func() {
-			select {
-			case <-c.writerDone: // already closing: not a slow client
-			case <-c.away:
-			default:
-				c.srv.metrics.wsSlow.Inc()
-			}
-			close(c.slow)
-		})
+		c.markSlow()
 	}
 }
 
-func (c *wsConn) sendJSON(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return // our own message types always encode
-	}
-	c.send(b)
+// markSlow asks the writer to close with 1013 and counts a slow client.
+func (c *wsConn) markSlow() {
+	c.slowOnce.Do(func() {
+		select {
+		case <-c.writerDone: // already closing: not a slow client
+		case <-c.away:
+		default:
+			c.srv.metrics.wsSlow.Inc()
+		}
+		close(c.slow)
+	})
 }
 
+// sendWait queues msg for the writer, waiting for room: a replay goes at
+// the pace of the client. It returns false if the connection is closing.
+// A client that takes what is sent is alive, so it counts as seen (the
+// reader, busy replaying, does not read pongs meanwhile).
+func (c *wsConn) sendWait(msg []byte) bool {
+	select {
+	case c.queue <- msg:
+		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
+		return true
+	case <-c.slow:
+	case <-c.away:
+	case <-c.writerDone:
+	}
+	return false
+}
+
+// sendError sends an error message carrying the connection's cursor, in
+// order with its results.
 func (c *wsConn) sendError(code, message string) {
-	c.sendJSON(errorMessage{Type: "error", Error: errorBody{Code: code, Message: message}})
+	c.srv.results.sendTo(c.sub, func(cursor string) []byte {
+		b, _ := json.Marshal(errorMessage{Type: "error", Cursor: cursor, Error: errorBody{Code: code, Message: message}})
+		return b
+	})
 }
 
 // goAway asks the writer to close the connection with 1001.
@@ -290,6 +308,10 @@ func (c *wsConn) writeLoop() {
 				return
 			}
 			c.srv.metrics.wsSent.Inc()
+			select {
+			case c.wrote <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -346,17 +368,27 @@ func (c *wsConn) handle(typ int, data []byte) {
 		c.sendError(codeBadMessage, "send one JSON object per message")
 		return
 	}
+	n := 0
+	for _, set := range []bool{m.Subscribe != nil, m.Unsubscribe != nil, m.Resume != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case m.Subscribe != nil && m.Unsubscribe != nil:
-		c.sendError(codeBadMessage, `send "subscribe" or "unsubscribe", not both`)
+	case n > 1:
+		c.sendError(codeBadMessage, `send one of "subscribe", "unsubscribe" or "resume" per message`)
+	case m.Resume != nil:
+		c.resume(*m.Resume)
 	case m.Subscribe != nil:
 		f := *m.Subscribe
 		if err := checkSubscription(f); err != nil {
 			c.sendError(codeBadMessage, err.Error())
 			return
 		}
-		ack, _ := json.Marshal(ackMessage{Type: "subscribed", Subscription: f})
-		err := c.srv.results.subscribe(c.sub, f, c.srv.cfg.MaxSubscriptions, func() { c.send(ack) })
+		err := c.srv.results.subscribe(c.sub, f, c.srv.cfg.MaxSubscriptions, func(cursor string) {
+			ack, _ := json.Marshal(ackMessage{Type: "subscribed", Cursor: cursor, Subscription: f})
+			c.send(ack)
+		})
 		if errors.Is(err, errTooManySubscriptions) {
 			c.sendError(codeTooManySubscriptions,
 				fmt.Sprintf("a connection may hold %d subscriptions; unsubscribe first", c.srv.cfg.MaxSubscriptions))
@@ -368,9 +400,12 @@ func (c *wsConn) handle(typ int, data []byte) {
 			return
 		}
 		c.srv.results.unsubscribe(c.sub, f)
-		c.sendJSON(ackMessage{Type: "unsubscribed", Subscription: f})
+		c.srv.results.sendTo(c.sub, func(cursor string) []byte {
+			b, _ := json.Marshal(ackMessage{Type: "unsubscribed", Cursor: cursor, Subscription: f})
+			return b
+		})
 	default:
-		c.sendError(codeBadMessage, `expected {"subscribe":{...}} or {"unsubscribe":{...}}`)
+		c.sendError(codeBadMessage, `expected {"subscribe":{...}}, {"unsubscribe":{...}} or {"resume":{...}}`)
 	}
 }
 

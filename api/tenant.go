@@ -69,6 +69,24 @@ func (s *subscriber) admits(res *schemas.IntentResult) bool {
 	return s.tenant == nil || tenantOf(res) == *s.tenant
 }
 
+// admitsEvent reports whether s may receive ev: a result or a timeout event
+// of its tenant (any, without one).
+func (s *subscriber) admitsEvent(ev *event) bool {
+	switch {
+	case ev.entry != nil:
+		return s.admits(ev.entry.res)
+	case ev.timeout != nil:
+		return s.admitsTimeout(ev.timeout)
+	}
+	return s.tenant == nil
+}
+
+// admitsTimeout reports whether s may receive a timeout event: one of its
+// tenant (an event without a tenant belongs to no tenant, like a result).
+func (s *subscriber) admitsTimeout(t *schemas.IntentTimeout) bool {
+	return s.tenant == nil || (t.Tenant != nil && *t.Tenant == *s.tenant)
+}
+
 // scope limits the subscriber to p's tenant (nothing with p nil). Call it
 // before the first subscribe.
 func (s *subscriber) scope(p *principal) {

@@ -189,3 +189,29 @@ func TestCancelActsForTheCredentialsTenant(t *testing.T) {
 		t.Fatalf("published %+v, want one cancel for tenant globex", cancels)
 	}
 }
+
+// Timeout events are streamed only to their intent's tenant, like results
+// (an event without a tenant belongs to no tenant).
+func TestStreamTimeoutEventsStayWithTheirTenant(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	conn, _, _ := h.tryDial("", bearer(keyAcme))
+	if conn == nil {
+		t.Fatal("dial refused")
+	}
+	a := &wsClient{t: t, conn: conn}
+	a.subscribe(`{"intent_type":"echo","session_id":"s"}`)
+	timeout := func(id, tenant string) *schemas.IntentTimeout {
+		to := &schemas.IntentTimeout{IntentID: id, IntentType: "echo", Agent: "agent-a", Reason: "deadline", Fallback: "none", SessionID: schemas.Ptr("s")}
+		if tenant != "" {
+			to.Tenant = schemas.Ptr(tenant)
+		}
+		return to
+	}
+	h.results.AddTimeout(0, 0, timeout("g-1", "globex"))
+	h.results.AddTimeout(0, 1, timeout("n-1", ""))
+	h.results.AddTimeout(0, 2, timeout("a-1", "acme"))
+	if m := a.expect("timeout"); m.Timeout.IntentID != "a-1" {
+		t.Fatalf("acme got the timeout of %s", m.Timeout.IntentID)
+	}
+	a.barrier()
+}

@@ -536,6 +536,8 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		ElapsedMs:  nowMs - p.recordTs,
 		Reason:     reason,
 		Fallback:   kind,
+		Tenant:     p.tenant,
+		SessionID:  p.sessionID,
 	}
 	value, err := e.codec.Encode(e.topics.Timeouts, ev)
 	if err != nil {

@@ -107,6 +107,8 @@ type IntentTimeout struct {
 	ElapsedMs  int64         `avro:"elapsed_ms" json:"elapsed_ms"`
 	Reason     TimeoutReason `avro:"reason" json:"reason"`
 	Fallback   FallbackKind  `avro:"fallback" json:"fallback"`
+	Tenant     *string       `avro:"tenant" json:"tenant,omitempty"`
+	SessionID  *string       `avro:"session_id" json:"session_id,omitempty"`
 }
 
 // Outcome is how an intent was resolved.

@@ -1,5 +1,7 @@
 // Package apitest provides test doubles for package api, in the manner of
-// net/http/httptest: a recording [Publisher] and a builder of results.
+// net/http/httptest: a recording [Publisher], and a [Log] that stands in for
+// the results and timeouts topics (feeding an api.Results and replaying
+// resumes).
 package apitest
 
 import (

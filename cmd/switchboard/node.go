@@ -30,6 +30,7 @@ type node struct {
 	codec   *schemas.Codec
 	api     *api.Server
 	results *api.Results
+	feed    *resultsFeed
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
@@ -141,8 +142,15 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
+	n.feed = &resultsFeed{
+		kafka: n.kafka, codec: codec, results: n.results, log: log,
+		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
+	}
 	n.api, err = api.New(apiCfg, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
+		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),
+		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
+		api.WithAgentState(n.agentState),
 		api.WithReadiness(n.ready), api.WithContexts(n.store))
 	if err != nil {
 		return nil, err
@@ -185,7 +193,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	part("router", n.runRouter)
 	part("api", n.api.Run)
-	part("results reader", n.readResults)
+	part("results reader", n.feed.run)
 	part("context store", n.store.Run)
 	<-ctx.Done()
 	wg.Wait()
@@ -198,16 +206,17 @@ func (n *node) run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// readResults feeds the API's view of results from the results topic. Every
-// instance reads every partition, so any instance can answer any client.
-func (n *node) readResults(ctx context.Context) error {
-	return kafkaio.Tail(ctx, n.kafka, n.cfg.Topics.Results, false, nil, func(rec *router.Record) error {
-		var res schemas.IntentResult
-		if err := n.codec.Decode(rec.Value, &res); err != nil {
-			n.log.Warn("undecodable result skipped", "partition", rec.Partition, "offset", rec.Offset, "error", err)
-			return nil
-		}
-		n.results.Add(&res)
+// agentState is an agent's router-side state for GET /v1/agents: its circuit
+// breaker, in-flight and queued counts on this instance, and its limits.
+func (n *node) agentState(agent string) any {
+	r := n.router.Load()
+	if r == nil {
 		return nil
-	})
+	}
+	for _, v := range r.Agents() {
+		if v.Name == agent {
+			return v
+		}
+	}
+	return nil
 }

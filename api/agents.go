@@ -1,0 +1,209 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// Catalog is the configuration GET /v1/agents and GET /v1/intent-types
+// report, next to live counts. The caller builds it from its config.
+type Catalog struct {
+	Agents      []AgentInfo
+	IntentTypes []IntentTypeInfo
+}
+
+// AgentInfo is one configured agent.
+type AgentInfo struct {
+	Name     string `json:"name"`
+	Topic    string `json:"topic"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// IntentTypeInfo is one configured intent type. Fallback is "cache",
+// "static", "cache+static" or "none".
+type IntentTypeInfo struct {
+	Name         string `json:"name"`
+	Agent        string `json:"agent"`
+	TimeoutMs    int64  `json:"timeout_ms"`
+	MinTimeoutMs int64  `json:"min_timeout_ms,omitempty"`
+	MaxTimeoutMs int64  `json:"max_timeout_ms,omitempty"`
+	Fallback     string `json:"fallback"`
+}
+
+// WithCatalog sets what GET /v1/agents and GET /v1/intent-types report as
+// configured. Default: nothing configured (live counts only).
+func WithCatalog(c Catalog) Option { return func(o *options) { o.catalog = c } }
+
+// WithAgentState adds f(agent) as the "state" of each agent in GET
+// /v1/agents: the extension point for router-side state such as a circuit
+// breaker's. f must be quick and safe for concurrent use; nil results are
+// left out.
+func WithAgentState(f func(agent string) any) Option { return func(o *options) { o.agentState = f } }
+
+// Counts are the live counts of an agent or intent type, from the results
+// and timeouts this instance has read since it started, and the intents
+// submitted through it that have no result yet.
+type Counts struct {
+	Resolved   int64            `json:"resolved"`
+	ByOutcome  map[string]int64 `json:"by_outcome"`
+	TimedOut   int64            `json:"timeout_events"`
+	InFlight   int64            `json:"in_flight"`
+	LastResult int64            `json:"last_resolved_at,omitempty"` // unix ms
+}
+
+// stats holds the live counts. Guarded by Results.mu.
+type stats struct {
+	byAgent  map[string]*Counts
+	byType   map[string]*Counts
+	inflight map[string]string // intent id → intent type, of intents submitted here
+	owner    map[string]string // intent id → tenant, of those of them that have one
+}
+
+// maxInflight caps the intents tracked as in flight: past it, new ones are
+// not counted.
+const maxInflight = 100_000
+
+func newStats() stats {
+	return stats{byAgent: map[string]*Counts{}, byType: map[string]*Counts{}, inflight: map[string]string{}, owner: map[string]string{}}
+}
+
+// maxCounted caps the agents and intent types counted: results name them
+// as clients wrote them (a rejected intent's type is anything), so beyond
+// this many, new names share the counts of "" (left out of the lists).
+const maxCounted = 1024
+
+func counts(m map[string]*Counts, k string) *Counts {
+	c, ok := m[k]
+	if !ok {
+		if len(m) >= maxCounted {
+			k = ""
+			if c, ok = m[k]; ok {
+				return c
+			}
+		}
+		c = &Counts{ByOutcome: map[string]int64{}}
+		m[k] = c
+	}
+	return c
+}
+
+func (s *stats) addResult(res *schemas.IntentResult) {
+	for _, c := range []*Counts{counts(s.byAgent, res.Agent), counts(s.byType, res.IntentType)} {
+		c.Resolved++
+		c.ByOutcome[string(res.Outcome)]++
+		c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
+	}
+	if t, ok := s.inflight[res.IntentID]; ok {
+		delete(s.inflight, res.IntentID)
+		delete(s.owner, res.IntentID)
+		counts(s.byType, t).InFlight--
+	}
+}
+
+func (s *stats) addTimeout(t *schemas.IntentTimeout) {
+	counts(s.byAgent, t.Agent).TimedOut++
+	counts(s.byType, t.IntentType).TimedOut++
+}
+
+// submitted counts an intent published through this instance as in flight
+// until its result arrives. tenant is the intent's ("" for none).
+func (r *Results) submitted(id, intentType, tenant string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, done := r.byID[id]; done {
+		return
+	}
+	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight {
+		return
+	}
+	r.stats.inflight[id] = intentType
+	if tenant != "" {
+		r.stats.owner[id] = tenant
+	}
+	counts(r.stats.byType, intentType).InFlight++
+}
+
+// snapshot copies the counts of m.
+func (r *Results) snapshot(byAgent bool) map[string]Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.stats.byType
+	if byAgent {
+		m = r.stats.byAgent
+	}
+	out := make(map[string]Counts, len(m))
+	for k, c := range m {
+		cc := *c
+		cc.ByOutcome = make(map[string]int64, len(c.ByOutcome))
+		for o, n := range c.ByOutcome {
+			cc.ByOutcome[o] = n
+		}
+		out[k] = cc
+	}
+	return out
+}
+
+type agentView struct {
+	AgentInfo
+	Configured bool   `json:"configured"`
+	Counts     Counts `json:"counts"`
+	State      any    `json:"state,omitempty"`
+}
+
+type intentTypeView struct {
+	IntentTypeInfo
+	Configured bool   `json:"configured"`
+	Counts     Counts `json:"counts"`
+}
+
+// listAgents serves GET /v1/agents: the configured agents, and any agent
+// seen in results, with live counts.
+func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request) {
+	live := s.results.snapshot(true)
+	out := []agentView{}
+	for _, a := range s.catalog.Agents {
+		v := agentView{AgentInfo: a, Configured: true, Counts: zeroCounts(live[a.Name])}
+		delete(live, a.Name)
+		out = append(out, v)
+	}
+	for name, c := range live {
+		if name != "" {
+			out = append(out, agentView{AgentInfo: AgentInfo{Name: name}, Counts: c})
+		}
+	}
+	slices.SortFunc(out, func(a, b agentView) int { return strings.Compare(a.Name, b.Name) })
+	if s.agentState != nil {
+		for i := range out {
+			out[i].State = s.agentState(out[i].Name)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+}
+
+// listIntentTypes serves GET /v1/intent-types: the configured intent types,
+// and any seen in results, with live counts.
+func (s *Server) listIntentTypes(w http.ResponseWriter, _ *http.Request) {
+	live := s.results.snapshot(false)
+	out := []intentTypeView{}
+	for _, t := range s.catalog.IntentTypes {
+		out = append(out, intentTypeView{IntentTypeInfo: t, Configured: true, Counts: zeroCounts(live[t.Name])})
+		delete(live, t.Name)
+	}
+	for name, c := range live {
+		if name != "" {
+			out = append(out, intentTypeView{IntentTypeInfo: IntentTypeInfo{Name: name}, Counts: c})
+		}
+	}
+	slices.SortFunc(out, func(a, b intentTypeView) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, map[string]any{"intent_types": out})
+}
+
+func zeroCounts(c Counts) Counts {
+	if c.ByOutcome == nil {
+		c.ByOutcome = map[string]int64{}
+	}
+	return c
+}

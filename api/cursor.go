@@ -1,0 +1,158 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Stream names the topic a streamed record came from.
+type Stream uint8
+
+// The topics the stream reads.
+const (
+	StreamResults  Stream = iota // the results topic (IntentResult)
+	StreamTimeouts               // the timeouts topic (IntentTimeout)
+)
+
+// prefix is the stream's letter in a cursor.
+func (k Stream) prefix() byte {
+	if k == StreamTimeouts {
+		return 't'
+	}
+	return 'r'
+}
+
+// Position is a complete position in the topics the stream reads: for each
+// partition of the results topic and of the timeouts topic, the offset of the
+// next record to read (the last record read plus one, as Kafka commits).
+// Partitions are numbered from 0: Results[p] is partition p.
+//
+// Its text form is the stream's resume cursor: comma-separated
+// <r|t><partition>:<next offset>, results first, e.g.
+//
+//	r0:1234,r1:88,r2:0,t0:17,t1:3,t2:0
+//
+// Clients treat a cursor as opaque: they keep the last one they received and
+// send it back in a resume message.
+type Position struct {
+	Results  []int64
+	Timeouts []int64
+}
+
+// at returns the next offset of a partition, or -1 if the position does not
+// hold it.
+func (p Position) at(k Stream, partition int32) int64 {
+	offs := p.of(k)
+	if partition < 0 || int(partition) >= len(offs) {
+		return -1
+	}
+	return offs[partition]
+}
+
+func (p Position) of(k Stream) []int64 {
+	if k == StreamTimeouts {
+		return p.Timeouts
+	}
+	return p.Results
+}
+
+// Clone returns a deep copy of p.
+func (p Position) Clone() Position {
+	return Position{Results: append([]int64(nil), p.Results...), Timeouts: append([]int64(nil), p.Timeouts...)}
+}
+
+// String returns the cursor of p ("" for the zero Position).
+func (p Position) String() string {
+	var b strings.Builder
+	b.Grow(10 * (len(p.Results) + len(p.Timeouts)))
+	for _, k := range []Stream{StreamResults, StreamTimeouts} {
+		for i, off := range p.of(k) {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte(k.prefix())
+			b.WriteString(strconv.Itoa(i))
+			b.WriteByte(':')
+			b.WriteString(strconv.FormatInt(off, 10))
+		}
+	}
+	return b.String()
+}
+
+// errBadCursor is wrapped by ParseCursor's errors.
+var errBadCursor = errors.New("bad cursor")
+
+// ParseCursor parses a cursor written by [Position.String]. Every partition
+// from 0 up to the highest one named must be present, once.
+func ParseCursor(s string) (Position, error) {
+	var p Position
+	if s == "" {
+		return p, fmt.Errorf("%w: empty", errBadCursor)
+	}
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		if len(part) < 4 || (part[0] != 'r' && part[0] != 't') {
+			return Position{}, fmt.Errorf("%w: %q is not <r|t><partition>:<offset>", errBadCursor, part)
+		}
+		ps, os, ok := strings.Cut(part[1:], ":")
+		partition, perr := strconv.ParseInt(ps, 10, 32)
+		off, oerr := strconv.ParseInt(os, 10, 64)
+		if !ok || perr != nil || oerr != nil || partition < 0 || partition > 1<<16 || off < 0 {
+			return Position{}, fmt.Errorf("%w: %q is not <r|t><partition>:<offset>", errBadCursor, part)
+		}
+		key := part[:1] + ps
+		if seen[key] {
+			return Position{}, fmt.Errorf("%w: %s appears twice", errBadCursor, key)
+		}
+		seen[key] = true
+		offs := &p.Results
+		if part[0] == 't' {
+			offs = &p.Timeouts
+		}
+		for int64(len(*offs)) <= partition {
+			*offs = append(*offs, -1)
+		}
+		(*offs)[partition] = off
+	}
+	for _, k := range []Stream{StreamResults, StreamTimeouts} {
+		for i, off := range p.of(k) {
+			if off < 0 {
+				return Position{}, fmt.Errorf("%w: partition %c%d is missing", errBadCursor, k.prefix(), i)
+			}
+		}
+	}
+	return p, nil
+}
+
+// sameShape reports whether p and q name the same partitions.
+func (p Position) sameShape(q Position) bool {
+	return len(p.Results) == len(q.Results) && len(p.Timeouts) == len(q.Timeouts)
+}
+
+// behind reports whether p is before q on some partition (both of the same
+// shape).
+func (p Position) behind(q Position) bool {
+	for _, k := range []Stream{StreamResults, StreamTimeouts} {
+		qo := q.of(k)
+		for i, off := range p.of(k) {
+			if off < qo[i] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// max returns, per partition, the later of p and q (both of the same shape).
+func (p Position) max(q Position) Position {
+	out := p.Clone()
+	for _, k := range []Stream{StreamResults, StreamTimeouts} {
+		o, qo := out.of(k), q.of(k)
+		for i := range o {
+			o[i] = max(o[i], qo[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,28 @@
+package api_test
+
+import (
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/api"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	p := api.Position{Results: []int64{1234, 88, 0}, Timeouts: []int64{17, 3, 0}}
+	c := p.String()
+	if c != "r0:1234,r1:88,r2:0,t0:17,t1:3,t2:0" {
+		t.Fatalf("cursor = %q", c)
+	}
+	got, err := api.ParseCursor(c)
+	if err != nil || got.String() != c {
+		t.Fatalf("ParseCursor(%q) = %v, %v", c, got, err)
+	}
+	// Order in the text does not matter; every partition must be there once.
+	if got, err := api.ParseCursor("t0:5,r1:2,r0:1"); err != nil || got.String() != "r0:1,r1:2,t0:5" {
+		t.Fatalf("unordered: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "r0", "r0:", "x0:1", "r0:1,r0:2", "r1:5", "r0:-1", "r0:1,,t0:0", "r-1:0", "r0:1x", "r99999999:0"} {
+		if _, err := api.ParseCursor(bad); err == nil {
+			t.Errorf("ParseCursor(%q) accepted", bad)
+		}
+	}
+}
