@@ -70,6 +70,8 @@ func (r *Router) poll(ctx context.Context) error {
 		switch e := ev.(type) {
 		case nil:
 			continue
+		case *Record:
+			e.PolledAt = r.opts.clock.Now()
 		case error:
 			var fatal *FatalError
 			if errors.As(e, &fatal) {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -22,6 +23,9 @@ type Record struct {
 	Value       []byte
 	TimestampMs int64 // the record's timestamp: CreateTime or LogAppendTime, unix ms
 	Headers     []Header
+	// PolledAt is when the router's poll goroutine received the record (set
+	// by the router): the start of the router's own share of its latency.
+	PolledAt time.Time
 }
 
 // Output is one record the router produces. Intent-keyed outputs are keyed by

@@ -346,6 +346,13 @@ func (r *Router) handle(ev any) {
 		}
 		r.engine.flush(now)
 		r.tr.release(t)
+		if !ev.PolledAt.IsZero() {
+			topic := "responses"
+			if ev.Topic == r.cfg.Topics.Requests {
+				topic = "requests"
+			}
+			r.m.recordSeconds.WithLabelValues(topic).Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
+		}
 	case EndOfPartition:
 		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
 			r.engine.readToEnd(ev.Partition, now)

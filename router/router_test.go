@@ -239,10 +239,29 @@ func (h *harness) counter(name string, labels ...string) float64 {
 				total += c.GetValue()
 			} else if g := m.GetGauge(); g != nil {
 				total += g.GetValue()
+			} else if hg := m.GetHistogram(); hg != nil {
+				total += float64(hg.GetSampleCount()) // a histogram counts its observations
 			}
 		}
 	}
 	return total
+}
+
+// The router times its own share of each record's latency, from the poll
+// to the outputs handed to the producer, by topic.
+func TestRecordLatencyIsObservedPerTopic(t *testing.T) {
+	h := start(t, testConfig, config.AtLeastOnce)
+	h.request("l-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.answer("l-1", "echo", `{}`)
+	h.result(1)
+	h.settle() // one more request record: the marker
+	if got := h.counter("switchboard_router_record_seconds", "topic", "requests"); got != 2 {
+		t.Fatalf("request observations = %v, want 2", got)
+	}
+	if got := h.counter("switchboard_router_record_seconds", "topic", "responses"); got != 1 {
+		t.Fatalf("response observations = %v, want 1", got)
+	}
 }
 
 func TestAnsweredRoundTrip(t *testing.T) { both(t, testAnsweredRoundTrip) }

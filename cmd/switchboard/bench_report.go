@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -99,6 +100,12 @@ type latencies struct {
 	PublishToAgent    latencyStats `json:"publish_to_agent_observed"` // dispatch read by the agent − request sent
 	AgentToResult     latencyStats `json:"agent_to_result_observed"`  // result read − response sent
 	GeneratorLag      latencyStats `json:"generator_lag"`             // request sent − its scheduled time
+	// The router's own share, in µs resolution, from its histogram
+	// switchboard_router_record_seconds: poll to outputs handed to the
+	// producer (no Kafka hop in it). Quantiles are interpolated within the
+	// histogram's buckets; Max is the upper bound of the highest bucket used.
+	InRouterRequest  latencyStats `json:"in_router_request"`
+	InRouterResponse latencyStats `json:"in_router_response"`
 }
 
 type latencyStats struct {
@@ -299,7 +306,82 @@ func (ph *phase) report() *phaseReport {
 		PublishToAgent: stats(&h[pubAgent], usUnits), AgentToResult: stats(&h[agentRes], usUnits),
 		GeneratorLag: stats(&h[genLag], usUnits),
 	}
+	if ph.reg != nil {
+		pr.Latency.InRouterRequest = promStats(ph.reg, "switchboard_router_record_seconds", "topic", "requests")
+		pr.Latency.InRouterResponse = promStats(ph.reg, "switchboard_router_record_seconds", "topic", "responses")
+	}
 	return pr
+}
+
+// promStats summarises, in milliseconds, the series label=value of a
+// Prometheus histogram of seconds, interpolating quantiles linearly within
+// its buckets.
+func promStats(g prometheus.Gatherer, name, label, value string) latencyStats {
+	mfs, err := g.Gather()
+	if err != nil {
+		return latencyStats{}
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabel(m.GetLabel(), label, value) || m.GetHistogram() == nil {
+				continue
+			}
+			return histStats(m.GetHistogram())
+		}
+	}
+	return latencyStats{}
+}
+
+func hasLabel(lps []*dto.LabelPair, name, value string) bool {
+	for _, lp := range lps {
+		if lp.GetName() == name && lp.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func histStats(h *dto.Histogram) latencyStats {
+	n := h.GetSampleCount()
+	if n == 0 {
+		return latencyStats{}
+	}
+	buckets := h.GetBucket()
+	q := func(phi float64) float64 {
+		rank := phi * float64(n)
+		lower, below := 0.0, uint64(0)
+		for _, b := range buckets {
+			upper, cum := b.GetUpperBound(), b.GetCumulativeCount()
+			if float64(cum) >= rank {
+				in := cum - below
+				if in == 0 {
+					return upper * 1000
+				}
+				return (lower + (upper-lower)*(rank-float64(below))/float64(in)) * 1000
+			}
+			lower, below = upper, cum
+		}
+		return lower * 1000 // beyond the last bucket: its bound, a floor
+	}
+	top := 0.0
+	below := uint64(0)
+	for _, b := range buckets {
+		if b.GetCumulativeCount() > below {
+			top = b.GetUpperBound()
+		}
+		below = b.GetCumulativeCount()
+	}
+	if below < n && len(buckets) > 0 {
+		top = buckets[len(buckets)-1].GetUpperBound() // beyond the last bucket: a floor
+	}
+	round := func(v float64) float64 { return math.Round(v*1000) / 1000 }
+	return latencyStats{
+		N: n, P50: round(q(0.5)), P90: round(q(0.9)), P99: round(q(0.99)), P999: round(q(0.999)),
+		Max: round(top * 1000), Mean: round(h.GetSampleSum() / float64(n) * 1000),
+	}
 }
 
 // metricValues flattens the router's counters and gauges (not zero) into
@@ -477,7 +559,12 @@ func (r *benchReport) writeTable(w io.Writer) {
 			{"publish → agent, observed", l.PublishToAgent},
 			{"agent → result, observed", l.AgentToResult},
 			{"generator lag", l.GeneratorLag},
+			{"in router, request (µs histogram)", l.InRouterRequest},
+			{"in router, response (µs histogram)", l.InRouterResponse},
 		} {
+			if s.st.N == 0 && strings.HasPrefix(s.name, "in router") {
+				continue // the baseline has no router
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%7d %7s %7s %7s %7s %7s\n", names[i], s.name, s.st.N,
 				fmtMs(s.st.P50), fmtMs(s.st.P90), fmtMs(s.st.P99), fmtMs(s.st.P999), fmtMs(s.st.Max))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
@@ -287,5 +288,36 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "bench router:   1s  200/s") {
 		t.Errorf("no progress line on stderr:\n%s", errOut.String())
+	}
+}
+
+// The router's µs histogram is summarised by interpolating within buckets:
+// 100 observations, 50 in (0, 10µs], 49 in (10µs, 20µs], 1 in (20µs, 40µs].
+func TestBenchPromHistogramStats(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "x_seconds", Buckets: []float64{10e-6, 20e-6, 40e-6},
+	}, []string{"topic"})
+	reg.MustRegister(h)
+	for range 50 {
+		h.WithLabelValues("requests").Observe(5e-6)
+	}
+	for range 49 {
+		h.WithLabelValues("requests").Observe(15e-6)
+	}
+	h.WithLabelValues("requests").Observe(30e-6)
+	h.WithLabelValues("responses").Observe(1)
+	st := promStats(reg, "x_seconds", "topic", "requests")
+	if st.N != 100 || st.P50 != 0.01 || st.P99 != 0.02 || st.Max != 0.04 {
+		t.Fatalf("stats %+v: want n=100 p50=0.01 p99=0.02 max=0.04 (ms)", st)
+	}
+	if st.P90 <= 0.01 || st.P90 >= 0.02 {
+		t.Fatalf("p90 %v not interpolated within (0.01, 0.02] ms", st.P90)
+	}
+	if st := promStats(reg, "x_seconds", "topic", "responses"); st.N != 1 || st.Max != 0.04 {
+		t.Fatalf("an observation past the last bucket: %+v", st)
+	}
+	if st := promStats(reg, "x_seconds", "topic", "nothing"); st.N != 0 {
+		t.Fatalf("no series: %+v", st)
 	}
 }
