@@ -54,7 +54,7 @@ agents:
   slow: {topic: %[1]s.agent.slow}
 intents:
   fraud_check: {agent: slow, timeout: 10s, context: attach}
-http: {listen: %[3]q}
+http: {listen: %[3]q, auth: {mode: off}} # only /readyz is used
 log: {level: warn}
 `, p, bootstrap, httpAddr)
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
@@ -62,7 +62,7 @@ log: {level: warn}
 	}
 	var serveErr, agentErr syncBuffer
 	served, agentDone := make(chan int, 1), make(chan int, 1)
-	go func() { served <- run(ctx, []string{"serve", "--config", cfgFile}, &bytes.Buffer{}, &serveErr) }()
+	go func() { served <- run(ctx, []string{"serve", "--insecure-no-auth", "--config", cfgFile}, &bytes.Buffer{}, &serveErr) }()
 	go func() {
 		agentDone <- run(ctx, []string{"agent", "--name", "slow", "--config", cfgFile}, &bytes.Buffer{}, &agentErr)
 	}()

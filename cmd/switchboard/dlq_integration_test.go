@@ -49,6 +49,7 @@ intents:
   echo: {agent: %[3]s, timeout: 5s}
 %[4]shttp:
   listen: 127.0.0.1:0
+  auth: {mode: off} # the API is not used
 log:
   level: warn
 `
@@ -128,7 +129,7 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 	id := intents.NewID()
 	cli("send", "--config", v1, "--type", "summarize", "--id", id, "--payload", `{"text":"a long report"}`)
 
-	stopV1 := background("serve", "--config", v1)
+	stopV1 := background("serve", "--insecure-no-auth", "--config", v1)
 	var listed []deadletter.Position
 	eventually(t, "two dead letters", func() bool {
 		out, _ := cli("dlq", "list", "--config", v1, "--json")
@@ -171,7 +172,7 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 	at := fmt.Sprintf("%d:%d", poison.Partition, poison.Offset)
 
 	// The fix is configuration only: v2 routes summarize to an agent.
-	background("serve", "--config", v2)
+	background("serve", "--insecure-no-auth", "--config", v2)
 	background("agent", "--config", v2, "--name", agent)
 	dry, _ := cli("dlq", "replay", "--config", v2, "--offsets", at, "--dry-run")
 	if !strings.Contains(dry, "would replay 1 record(s)") || !strings.Contains(dry, "would go to: "+requests) {
