@@ -62,7 +62,9 @@ log: {level: warn}
 	}
 	var serveErr, agentErr syncBuffer
 	served, agentDone := make(chan int, 1), make(chan int, 1)
-	go func() { served <- run(ctx, []string{"serve", "--insecure-no-auth", "--config", cfgFile}, &bytes.Buffer{}, &serveErr) }()
+	go func() {
+		served <- run(ctx, []string{"serve", "--insecure-no-auth", "--config", cfgFile}, &bytes.Buffer{}, &serveErr)
+	}()
 	go func() {
 		agentDone <- run(ctx, []string{"agent", "--name", "slow", "--config", cfgFile}, &bytes.Buffer{}, &agentErr)
 	}()
