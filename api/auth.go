@@ -158,8 +158,19 @@ func (a AuthConfig) validate() error {
 		if !strings.HasPrefix(p, "/") {
 			return bad("PublicPaths: %q is not a path (it must start with /)", p)
 		}
+		if DataPath(p) {
+			return bad("PublicPaths: %q serves tenants' data: it cannot be public (turn authentication off instead, for dev)", p)
+		}
 	}
 	return nil
+}
+
+// DataPath reports whether path is one of the API's routes that serve
+// tenants' data (everything under /v1/ except the OpenAPI document). Such a
+// path cannot be public: without a credential there is no tenant to scope it
+// to.
+func DataPath(path string) bool {
+	return strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json"
 }
 
 // checkTenant accepts what intents.Validate accepts in an intent's tenant.

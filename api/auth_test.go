@@ -441,15 +441,16 @@ func TestAuthOffIsShownByTheGauge(t *testing.T) {
 func TestAuthConfigValidate(t *testing.T) {
 	key := api.Key{Name: "k", Tenant: "acme", SHA256: sha256.Sum256([]byte(keyAcme))}
 	for name, a := range map[string]api.AuthConfig{
-		"Required needs":     {Required: true},
-		"Required is false":  {APIKeys: []api.Key{key}},
-		"not unique":         {Required: true, APIKeys: []api.Key{key, key}},
-		"Tenant":             {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a b", SHA256: key.SHA256}}},
-		"SHA256 is not set":  {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a"}}},
-		"HS256Secret":        {Required: true, JWT: api.JWTConfig{HS256Secret: []byte("short")}},
-		"RS256PublicKeys[0]": {Required: true, JWT: api.JWTConfig{RS256PublicKeys: []*rsa.PublicKey{nil}}},
-		"Leeway":             {Required: true, APIKeys: []api.Key{key}, JWT: api.JWTConfig{Leeway: -1}},
-		"PublicPaths":        {Required: true, APIKeys: []api.Key{key}, PublicPaths: []string{"healthz"}},
+		"Required needs":       {Required: true},
+		"Required is false":    {APIKeys: []api.Key{key}},
+		"not unique":           {Required: true, APIKeys: []api.Key{key, key}},
+		"Tenant":               {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a b", SHA256: key.SHA256}}},
+		"SHA256 is not set":    {Required: true, APIKeys: []api.Key{{Name: "k", Tenant: "a"}}},
+		"HS256Secret":          {Required: true, JWT: api.JWTConfig{HS256Secret: []byte("short")}},
+		"RS256PublicKeys[0]":   {Required: true, JWT: api.JWTConfig{RS256PublicKeys: []*rsa.PublicKey{nil}}},
+		"Leeway":               {Required: true, APIKeys: []api.Key{key}, JWT: api.JWTConfig{Leeway: -1}},
+		"PublicPaths":          {Required: true, APIKeys: []api.Key{key}, PublicPaths: []string{"healthz"}},
+		"serves tenants' data": {Required: true, APIKeys: []api.Key{key}, PublicPaths: []string{"/v1/intents"}},
 	} {
 		err := (api.Config{Auth: a}).Validate()
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -71,11 +71,10 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if res, known := s.results.Get(id); known {
-		if !s.mayCancel(r, res) {
-			s.notFoundIntent(w, id)
-			return
-		}
+	// Another tenant's resolved intent is answered as an unknown one (202:
+	// the record goes out with the caller's tenant and the router ignores
+	// it), so that its existence is not revealed.
+	if res, known := s.results.Get(id); known && s.mayCancel(r, res) {
 		var body resolvedError
 		body.Error.errorBody = errorBody{
 			Code:    codeAlreadyResolved,

@@ -22,9 +22,9 @@ const (
 
 // CORS answers: what a browser page on an allowed origin may send and read.
 const (
-	corsAllowMethods  = "GET, POST, OPTIONS"
+	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Traceparent, X-API-Key"
-	corsExposeHeaders = "Location, WWW-Authenticate"
+	corsExposeHeaders = "Location, WWW-Authenticate, Idempotent-Replayed"
 	corsMaxAge        = "600"
 )
 

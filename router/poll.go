@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -118,6 +119,13 @@ func (r *Router) takeOver(ctx context.Context, tps []TopicPartition, rewind bool
 		if err == nil {
 			break
 		}
+		if attempt+1 >= takeOverAttempts && r.opts.clock.Since(start) >= takeOverGiveUp {
+			// librdkafka's consumer can stay stuck after a broker restart
+			// (its coordinator requests time out for good; seen in the chaos
+			// test): its partitions make no progress while it holds them. A
+			// fatal error makes 'serve' replace it with new clients.
+			return nil, &FatalError{fmt.Errorf("taking over partitions failed %d times over %v: %w", attempt+1, r.opts.clock.Since(start).Round(time.Second), err)}
+		}
 		r.opts.log.Warn("taking over partitions: will retry", "error", err, "attempt", attempt+1)
 		select {
 		case <-ctx.Done():
@@ -157,6 +165,13 @@ func (r *Router) tryTakeOver(ctx context.Context, rs *restored, parts []int32) e
 	}
 	return nil
 }
+
+// A takeover that has failed takeOverAttempts times and for takeOverGiveUp
+// gives up with a FatalError, so that the consumer is replaced.
+const (
+	takeOverAttempts = 3
+	takeOverGiveUp   = 20 * time.Second
+)
 
 func backoff(attempt int) time.Duration {
 	d := 100 * time.Millisecond << min(attempt, 5)

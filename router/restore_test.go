@@ -3,9 +3,13 @@ package router_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -329,5 +333,52 @@ func TestLostAssignmentIsNeverCommitted(t *testing.T) {
 	}
 	if got := h.counter("switchboard_transactions_total", "result", "aborted"); got < 1 {
 		t.Fatalf("aborted transactions = %v", got)
+	}
+}
+
+// A consumer that cannot read its committed offsets (librdkafka stuck after a
+// broker restart) makes the takeover give up with a FatalError after a while,
+// so that 'serve' replaces it, rather than holding its partitions with no
+// progress for ever.
+func TestTakeOverThatKeepsFailingIsFatal(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(testConfig), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Router.Delivery = config.AtLeastOnce
+	codec, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(t0)
+	src := routertest.NewSource()
+	src.FailCommitted(errors.New("Local: Timed out"))
+	r, err := router.New(cfg, codec, src, routertest.NewSink(), router.WithClock(clock),
+		router.WithRegisterer(prometheus.NewRegistry()), router.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	// Drive the fake clock through the retries' backoff until Run returns.
+	for {
+		select {
+		case err := <-done:
+			var fatal *router.FatalError
+			if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "taking over partitions failed") {
+				t.Fatalf("Run returned %v, want a FatalError from the takeover", err)
+			}
+			if clock.Since(t0) < 20*time.Second {
+				t.Fatalf("gave up after %v: a brief outage must be retried", clock.Since(t0))
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("the takeover retried for ever")
+		case <-time.After(time.Millisecond):
+			clock.Advance(500 * time.Millisecond)
+		}
 	}
 }

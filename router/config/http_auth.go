@@ -159,6 +159,11 @@ func (c *Config) validateHTTP() Errors {
 		if !strings.HasPrefix(path, "/") {
 			add(fmt.Sprintf("%q is not a path (it starts with /)", path), "http", "auth", "public_paths", strconv.Itoa(i))
 		}
+		// The API's data routes (it checks this too): without a credential
+		// there is no tenant to scope them to.
+		if strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json" {
+			add(fmt.Sprintf("%q serves tenants' data and cannot be public (for a local try-out, use dev, which runs without authentication)", path), "http", "auth", "public_paths", strconv.Itoa(i))
+		}
 	}
 	ws := c.HTTP.WebSocket
 	for _, f := range []struct {

@@ -118,6 +118,7 @@ func TestHTTPAuthErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad leeway", "http:\n  auth:\n    jwt:\n      hs256_secret_env: S\n      leeway: soon\n", `sb.yaml:5: http.auth.jwt.leeway: "soon" is not a duration`},
 		{"unknown key", "http:\n  auth:\n    api_key: []\n", `sb.yaml:3: http.auth.api_key: unknown key "api_key"`},
 		{"public path", "http:\n  auth:\n    public_paths: [healthz]\n", `http.auth.public_paths.0: "healthz" is not a path`},
+		{"public data path", "http:\n  auth:\n    public_paths: [/healthz, /v1/stream]\n", `http.auth.public_paths.1: "/v1/stream" serves tenants' data and cannot be public`},
 		{"origin", "http:\n  allowed_origins:\n    - app.example.com\n", `sb.yaml:3: http.allowed_origins.0: "app.example.com" is not an origin`},
 		{"negative rate", "http:\n  websocket:\n    message_rate: -1\n", `sb.yaml:3: http.websocket.message_rate: must not be negative`},
 		{"ping after pong", "http:\n  websocket: {ping_period: 1m, pong_wait: 30s}\n", `http.websocket.ping_period: 1m0s is not shorter than pong_wait 30s`},

@@ -53,6 +53,9 @@ type Source struct {
 	closed   bool
 	pushed   changes
 	updated  changes
+	// committedErr, when set, is what Committed returns (a consumer whose
+	// coordinator requests time out).
+	committedErr error
 }
 
 var _ router.Source = (*Source)(nil)
@@ -205,6 +208,9 @@ func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) {
 func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.committedErr != nil {
+		return nil, s.committedErr
+	}
 	out := map[router.TopicPartition]int64{}
 	for _, tp := range tps {
 		if v, ok := s.stored[tp]; ok {
@@ -212,6 +218,14 @@ func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartiti
 		}
 	}
 	return out, nil
+}
+
+// FailCommitted makes Committed fail with err from now on (nil: succeed
+// again), as a consumer stuck after a broker restart does.
+func (s *Source) FailCommitted(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committedErr = err
 }
 
 // Seek implements router.Source; it only records the call: tests push the
