@@ -65,6 +65,10 @@ func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agent
 	return ar
 }
 
+// dispatchable reports whether intents can be sent to the agent: not one
+// restored for an agent no longer configured, which has no topic.
+func (a *agentRoute) dispatchable() bool { return a.topic != "" }
+
 // hasCapacity reports whether a dispatch may go out now.
 func (a *agentRoute) hasCapacity(nowMs int64) bool {
 	if a.maxInFlight > 0 && a.inFlight >= a.maxInFlight {

@@ -39,7 +39,8 @@ func (e *engine) onControl(rec *Record, control string, t *track, nowMs int64) {
 // cancel resolves a pending intent (queued, in flight, waiting for a retry or
 // held) cancelled, and tells its agent when the intent was dispatched. An
 // intent this instance does not hold pending (unknown, or already resolved)
-// is left alone: it has or will get its one result.
+// is left alone: it has or will get its one result. The agent of an intent
+// restored for an agent no longer configured is not told: it has no topic.
 func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 	p := e.pending[c.IntentID]
 	if p == nil {
@@ -53,7 +54,7 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 		return
 	}
 	c.Tenant = "" // the agent's notice does not need it
-	if p.dispatched != 0 {
+	if p.dispatched != 0 && p.agent.dispatchable() {
 		value, err := intents.MarshalCancel(c)
 		if err != nil {
 			e.encodeFailed(t, err)

@@ -79,3 +79,50 @@ func testTakeOverKeepsTheIdleDeadline(t *testing.T, delivery string) {
 		t.Fatalf("restored intent timed out %+v", to)
 	}
 }
+
+// goneAgentConfig is pressureConfig after the echo agent was removed: the
+// intent types it served now go to another agent.
+const goneAgentConfig = `
+agents:
+  other: {}
+intents:
+  retried: {agent: other, timeout: 2s, retry: {max_retries: 2, backoff: 100ms, max_backoff: 150ms}, fallback: {static: {x: 1}}}
+topics:
+  partitions: 1
+router:
+  commit_interval: 2ms
+`
+
+// TestRestoredIntentOfARemovedAgentIsNeverSent: an intent restored for an
+// agent no longer configured has nowhere to go: a retryable error resolves it
+// agent_error instead of retrying, and a cancel sends no notice. Neither
+// produces to an empty topic (a poison pill under exactly_once).
+func TestRestoredIntentOfARemovedAgentIsNeverSent(t *testing.T) {
+	both(t, testRestoredIntentOfARemovedAgentIsNeverSent)
+}
+
+func testRestoredIntentOfARemovedAgentIsNeverSent(t *testing.T, delivery string) {
+	a := startPressure(t, delivery)
+	a.request("r-1", "retried", `{}`)
+	a.request("r-2", "retried", `{}`)
+	a.wait(echoTopic, 2)
+	a.wait(pendingT, 2)
+	a.stop()
+
+	b := start(t, goneAgentConfig, delivery, router.WithRestorer(a.changelog()))
+	b.settle()
+	b.respond("r-1", "echo", schemas.StatusError, &schemas.ErrorInfo{Code: "busy", Message: "busy", Retryable: true}, 1)
+	b.cancelRecord("r-2", nil)
+	b.wait(results, 2)
+	b.advance(200 * time.Millisecond) // past any backoff
+	b.settle()
+	if n := b.sink.Count(""); n != 0 {
+		t.Fatalf("%d outputs to the empty topic", n)
+	}
+	if res := b.resultFor("r-1"); res.Outcome != schemas.OutcomeAgentError || res.Attempts != 1 {
+		t.Fatalf("r-1: %+v", res)
+	}
+	if res := b.resultFor("r-2"); res.Outcome != schemas.OutcomeCancelled {
+		t.Fatalf("r-2: %+v", res)
+	}
+}

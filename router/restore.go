@@ -51,7 +51,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 		restored++
 		// An intent for an agent no longer configured cannot be dispatched:
 		// whatever its phase, it waits for its deadline and its fallback.
-		configured := agent.topic != ""
+		configured := agent.dispatchable()
 		switch {
 		case configured && pi.Queued != nil && *pi.Queued:
 			// Back in its agent's queue, behind the intents already there.

@@ -39,9 +39,10 @@ func (rp *retryPolicy) delay(attempt int32, rnd func(n int64) int64) int64 {
 // onAgentError handles an error from the attempt in flight: a retryable one
 // is dispatched again after a backoff while retries remain and the deadline
 // allows; otherwise the intent resolves agent_error with the agent's error
-// and, when the type has one, its fallback answer.
+// and, when the type has one, its fallback answer. An intent of an agent no
+// longer configured is never retried: it cannot be dispatched.
 func (e *engine) onAgentError(p *pending, info *schemas.ErrorInfo, answeredAt, nowMs int64, t *track) {
-	if rp := p.route.retry; rp != nil && info.Retryable && p.attempt <= rp.max {
+	if rp := p.route.retry; rp != nil && info.Retryable && p.agent.dispatchable() && p.attempt <= rp.max {
 		at := nowMs + rp.delay(p.attempt, e.rnd)
 		if at < p.deadline {
 			e.leave(p)
