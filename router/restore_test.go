@@ -190,6 +190,33 @@ func TestAbortedTransactionIsRedone(t *testing.T) {
 	}
 }
 
+// TestSendFailingMidEventLeavesNoGhostState: a send that fails partway
+// through an event (here the timeout event of an intent expired on arrival,
+// before its result) drops the whole event's work, the rest of it included:
+// no transaction opened after the failure is committed, and the intent is not
+// remembered as resolved, so the redo gives it its timeout event and result.
+func TestSendFailingMidEventLeavesNoGhostState(t *testing.T) {
+	h := start(t, testConfig, config.ExactlyOnce)
+	h.tx.FailProduce(timeoutsT, &router.TxnError{Err: errors.New("send failed"), Abortable: true})
+	expired := &schemas.IntentRequest{IntentID: "g-1", IntentType: "echo", Payload: schemas.JSON(`{}`)}
+	h.push(requests, "g-1", expired, t0.Add(-time.Minute))
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Seeks() > 0 }); err != nil {
+		t.Fatal("no rewind after a failed send")
+	}
+	h.offset[requests] = 0
+	h.push(requests, "g-1", expired, t0.Add(-time.Minute))
+	if to := h.timeoutEvent(1); to.IntentID != "g-1" || to.Reason != schemas.ReasonExpiredOnArrival {
+		t.Fatalf("timeout event %+v", to)
+	}
+	h.settle()
+	if n := h.sink.Count(results); n != 1 {
+		t.Fatalf("%d results", n)
+	}
+	if res := h.result(1); res.IntentID != "g-1" || res.Outcome != schemas.OutcomeTimedOut {
+		t.Fatalf("result %+v", res)
+	}
+}
+
 func TestFatalTransactionErrorReplacesTheProducer(t *testing.T) {
 	h := start(t, testConfig, config.ExactlyOnce)
 	h.tx.FailCommits(&router.TxnError{Err: errors.New("fenced"), Fatal: true})

@@ -101,7 +101,12 @@ type Router struct {
 	dirty      bool                     // exactly_once: positions moved since the last commit
 	lastCommit int64
 	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
-	partitions int32
+	// needDrop: exactly_once: a transaction failed during the current event;
+	// its work (and whatever the event did after the failure) is dropped
+	// once the event is handled (see settleFailure). dropFatal: the failure
+	// needs a new producer.
+	needDrop, dropFatal bool
+	partitions          int32
 }
 
 // healthState says why the router is not healthy; err == nil when it is.
@@ -361,6 +366,7 @@ func (r *Router) handle(ev any) {
 		r.applyRestore(ev, now)
 		r.engine.flush(now)
 	}
+	r.settleFailure()
 }
 
 // applyRestore takes over the pending intents the poll goroutine read.
@@ -420,6 +426,7 @@ func (r *Router) onTick() {
 	r.m.pending.Set(float64(n))
 	r.m.uncommitted.Set(float64(r.tr.lag()))
 	r.m.fallbackEntries.Set(float64(r.engine.cache.Len()))
+	r.settleFailure()
 	// Hysteresis: pause at the bound, resume below 90% of it.
 	limit := r.cfg.Router.MaxPending
 	if n >= limit {
@@ -437,6 +444,9 @@ type delivery struct {
 
 func (r *Router) produce(o *Output, a, b *track) {
 	if r.tx != nil {
+		if r.discarding {
+			return // the transaction failed: this work is redone after the rewind
+		}
 		if !r.txOpen {
 			if err := r.tx.Begin(); err != nil {
 				r.txFailed(err)
@@ -482,6 +492,7 @@ func (r *Router) ack(a Ack) {
 // that only holds a timer's outputs, is what fences a zombie instance: its
 // commit fails once the group has moved on.
 func (r *Router) commit() {
+	defer r.settleFailure()
 	now := r.opts.clock.Now()
 	r.lastCommit = now.UnixMilli()
 	if r.discarding {
@@ -540,14 +551,28 @@ func (r *Router) commit() {
 	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
 }
 
-// txFailed aborts (or, after a fatal error, replaces the producer) and
-// redoes the work from the last committed state: every owned partition is
-// forgotten, rewound to its committed offset, and restored.
+// txFailed marks the open transaction failed: nothing more is produced, and
+// once the current event is handled settleFailure aborts it (or, after a
+// fatal error, replaces the producer) and redoes the work from the last
+// committed state. Dropping at once would let the rest of the event add state
+// (pending intents, resolutions) that outlives the abort.
 func (r *Router) txFailed(err error) {
 	r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
 	var te *TxnError
-	r.dropWork(errors.As(err, &te) && te.Fatal)
-	r.discarding = true
+	r.dropFatal = r.dropFatal || (errors.As(err, &te) && te.Fatal)
+	r.needDrop, r.discarding = true, true
+}
+
+// settleFailure, after an event in which a transaction failed, drops the
+// work since the last commit (every owned partition is forgotten) and asks
+// the poll goroutine to rewind to the committed offsets and restore.
+func (r *Router) settleFailure() {
+	if !r.needDrop {
+		return
+	}
+	fatal := r.dropFatal
+	r.needDrop, r.dropFatal = false, false
+	r.dropWork(fatal)
 	select {
 	case r.rewinds <- struct{}{}:
 	default:

@@ -19,6 +19,7 @@ type TxSink struct {
 	open     bool
 	txn      []router.Output
 	fail     []error
+	failSend map[string]error // topic -> the error of its next Produce
 	commits  int
 	aborts   int
 	resets   int
@@ -37,6 +38,16 @@ func (k *TxSink) FailCommits(errs ...error) {
 	k.mu.Unlock()
 }
 
+// FailProduce makes the next Produce to topic fail with err, once.
+func (k *TxSink) FailProduce(topic string, err error) {
+	k.mu.Lock()
+	if k.failSend == nil {
+		k.failSend = map[string]error{}
+	}
+	k.failSend[topic] = err
+	k.mu.Unlock()
+}
+
 // Begin implements router.TxSink.
 func (k *TxSink) Begin() error {
 	k.mu.Lock()
@@ -49,6 +60,10 @@ func (k *TxSink) Begin() error {
 func (k *TxSink) Produce(o *router.Output, _ any) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.failSend[o.Topic]; err != nil {
+		delete(k.failSend, o.Topic)
+		return err
+	}
 	k.txn = append(k.txn, *o)
 	k.produced++
 	return nil
