@@ -134,6 +134,10 @@ func (c *Config) validateContexts(add func(msg string, path ...string)) {
 			add("must not be negative", "contexts", "publish", "thresholds", name, "absolute")
 		case th.Relative < 0:
 			add("must not be negative", "contexts", "publish", "thresholds", name, "relative")
+		case !finite(th.Absolute):
+			add(fmt.Sprintf("%g is not a finite number", th.Absolute), "contexts", "publish", "thresholds", name, "absolute")
+		case !finite(th.Relative):
+			add(fmt.Sprintf("%g is not a finite number", th.Relative), "contexts", "publish", "thresholds", name, "relative")
 		}
 	}
 	a := c.Contexts.Aggregate

@@ -74,6 +74,8 @@ func TestContextsConfigErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"bad mode", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    context: always\n", `sb.yaml:5: intents.e.context: "always" is not a context mode`},
 		{"negative threshold", base + "contexts:\n  publish:\n    thresholds:\n      x: {absolute: -1}\n", `sb.yaml:7: contexts.publish.thresholds.x.absolute: must not be negative`},
+		{"NaN threshold", base + "contexts:\n  publish:\n    thresholds:\n      x: {relative: .nan}\n", `sb.yaml:7: contexts.publish.thresholds.x.relative: NaN is not a finite number`},
+		{"infinite threshold", base + "contexts:\n  publish:\n    thresholds:\n      x: {absolute: .inf}\n", `sb.yaml:7: contexts.publish.thresholds.x.absolute: +Inf is not a finite number`},
 		{"no events topic", base + "contexts:\n  aggregate:\n    key_field: k\n    features: {n: {op: count, window: 1m}}\n", `sb.yaml:5: contexts.aggregate.events_topic: required`},
 		{"no key field", base + "contexts:\n  aggregate:\n    events_topic: ev\n    features: {n: {op: count, window: 1m}}\n", `sb.yaml:5: contexts.aggregate.key_field: required`},
 		{"bad op", agg + "      n: {op: median, window: 1m}\n", `sb.yaml:9: contexts.aggregate.features.n.op: "median" is not an aggregate`},

@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // CircuitBreaker opens an agent's circuit after consecutive failures or a
 // high error rate: while it is open, intents for the agent resolve at once
@@ -74,7 +77,7 @@ func (c *Config) validatePressure(add func(msg string, path ...string)) {
 		if a.MaxInFlight < 0 {
 			add("must be 0 (no bound) or more", "agents", name, "max_in_flight")
 		}
-		if a.Rate < 0 {
+		if a.Rate < 0 || !finite(a.Rate) {
 			add("must be 0 (no bound) or more dispatches per second", "agents", name, "rate")
 		}
 		if a.QueueLimit < 0 {
@@ -87,7 +90,7 @@ func (c *Config) validatePressure(add func(msg string, path ...string)) {
 		if cb.ConsecutiveFailures < 0 {
 			add("must be 0 (off) or more", "agents", name, "circuit_breaker", "consecutive_failures")
 		}
-		if cb.ErrorRate < 0 || cb.ErrorRate > 1 {
+		if cb.ErrorRate < 0 || cb.ErrorRate > 1 || !finite(cb.ErrorRate) {
 			add(fmt.Sprintf("%g is not a share: use a number above 0 and at most 1, e.g. 0.5", cb.ErrorRate), "agents", name, "circuit_breaker", "error_rate")
 		}
 		if cb.ConsecutiveFailures == 0 && cb.ErrorRate == 0 {
@@ -111,11 +114,15 @@ func (c *Config) validatePressure(add func(msg string, path ...string)) {
 		if r == nil {
 			continue
 		}
-		if r.MaxRetries < 0 {
-			add("must be 0 or more", "intents", name, "retry", "max_retries")
+		if r.MaxRetries < 1 {
+			// Zero (or absent) would turn retries off behind a retry block.
+			add("must be at least 1 (leave retry out for no retries)", "intents", name, "retry", "max_retries")
 		}
 		if r.MaxBackoff < r.Backoff {
 			add(fmt.Sprintf("%s is less than backoff %s", r.MaxBackoff, r.Backoff), "intents", name, "retry", "max_backoff")
 		}
 	}
 }
+
+// finite reports whether f is a number: not NaN (YAML .nan) nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

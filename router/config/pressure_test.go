@@ -50,6 +50,10 @@ intents:
 		{"breaker without rule", "agents:\n  a:\n    circuit_breaker: {open_for: 1s}\nintents: {e: {agent: a}}\n", `sb.yaml:3: agents.a.circuit_breaker: set consecutive_failures, error_rate or both`},
 		{"rate above one", "agents:\n  a:\n    circuit_breaker:\n      error_rate: 50\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.circuit_breaker.error_rate: 50 is not a share`},
 		{"backoff above max", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    retry:\n      backoff: 2s\n      max_backoff: 1s\n", `sb.yaml:7: intents.e.retry.max_backoff: 1s is less than backoff 2s`},
+		{"retry without max_retries", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    retry:\n      backoff: 2s\n", `sb.yaml:5: intents.e.retry.max_retries: must be at least 1`},
+		{"NaN rate", "agents:\n  a:\n    rate: .nan\nintents: {e: {agent: a}}\n", `sb.yaml:3: agents.a.rate: must be 0`},
+		{"infinite rate", "agents:\n  a:\n    rate: .inf\nintents: {e: {agent: a}}\n", `sb.yaml:3: agents.a.rate: must be 0`},
+		{"NaN error rate", "agents:\n  a:\n    circuit_breaker:\n      error_rate: .nan\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.circuit_breaker.error_rate: NaN is not a share`},
 		{"unknown retry key", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    retry:\n      tries: 2\n", `sb.yaml:6: intents.e.retry.tries: unknown key "tries"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
