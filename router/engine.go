@@ -480,10 +480,14 @@ func (e *engine) onExpire(_ int64, p *pending) {
 	case p.phase == phaseRetry:
 		e.retryNow(p, now)
 		return
-	case p.phase == phaseQueued:
+	case p.phase == phaseQueued && p.dispatched == 0:
 		// Never dispatched: no response can come, and it is never sent.
 		e.timeOut(p, now, schemas.ReasonDeadline, nil)
 		return
+	case p.phase == phaseQueued:
+		// A retry waiting in the queue: it is never sent again, but an
+		// answer to an earlier attempt may still be unread.
+		e.leave(p)
 	case p.idleAt != 0 && now < p.deadline:
 		if !e.readPast(p.partition, p.idleAt) {
 			p.timer = e.wheel.Schedule(min(p.deadline, now+quietMs), p)

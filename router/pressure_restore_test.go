@@ -1,10 +1,12 @@
 package router_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -125,4 +127,74 @@ func testRestoredIntentOfARemovedAgentIsNeverSent(t *testing.T, delivery string)
 	if res := b.resultFor("r-2"); res.Outcome != schemas.OutcomeCancelled {
 		t.Fatalf("r-2: %+v", res)
 	}
+}
+
+// retryQueueConfig has an agent that takes one intent at a time, and an
+// intent type that retries.
+const retryQueueConfig = `
+agents:
+  one: {max_in_flight: 1}
+intents:
+  again: {agent: one, timeout: 1s, retry: {max_retries: 2, backoff: 100ms, max_backoff: 100ms}}
+  hog:   {agent: one, timeout: 5s}
+topics:
+  partitions: 1
+router:
+  commit_interval: 2ms
+`
+
+const oneTopic = "mcp.agent.one.request"
+
+// queuedRetry leaves a changelog in which a-1 failed its first attempt and
+// its retry waits in the queue behind h-1, and an answer to a-1's first
+// attempt, given in time, which the next owner has not read yet.
+func queuedRetry(t *testing.T, delivery string) (*harness, []*router.Record) {
+	t.Helper()
+	a := start(t, retryQueueConfig, delivery, router.WithRand(rand.New(rand.NewPCG(1, 2))))
+	a.request("a-1", "again", `{}`)
+	a.wait(oneTopic, 1)
+	a.respond("a-1", "one", schemas.StatusError, &schemas.ErrorInfo{Code: "busy", Message: "busy", Retryable: true}, 1)
+	a.request("h-1", "hog", `{}`)
+	a.wait(oneTopic, 2)
+	a.advance(100 * time.Millisecond) // the retry is due: queued behind h-1
+	a.wait(pendingT, 4)
+	a.stop()
+	ans := schemas.JSON(`{"late":false}`)
+	v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "a-1", Agent: "one", Status: schemas.StatusOK, Answer: &ans, Attempt: schemas.Ptr(int32(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, []*router.Record{{Topic: responses, Key: []byte("a-1"), Value: v, TimestampMs: t0.Add(500 * time.Millisecond).UnixMilli()}}
+}
+
+// TestQueuedRetryWaitsForUnreadResponses: a retry waiting in its agent's
+// queue at its deadline is not timed out while an answer to an earlier
+// attempt may be unread: on a timer, or restored past its deadline.
+func TestQueuedRetryWaitsForUnreadResponses(t *testing.T) {
+	both(t, func(t *testing.T, delivery string) {
+		t.Run("timer", func(t *testing.T) {
+			a, waiting := queuedRetry(t, delivery)
+			respTP := router.TopicPartition{Topic: responses}
+			b := startWithHook(t, t0.Add(200*time.Millisecond), waiting, func(s *routertest.Source) { s.Stall(respTP) },
+				retryQueueConfig, delivery, router.WithRestorer(a.changelog()))
+			b.agentView("one", func(v router.AgentView) bool { return v.Queued == 1 })
+			b.advance(800 * time.Millisecond) // past a-1's deadline
+			// The tick past the deadline took a-1 out of the queue.
+			b.agentView("one", func(v router.AgentView) bool { return v.Queued == 0 })
+			b.src.Unstall(respTP)
+			if res := b.result(1); res.IntentID != "a-1" || res.Outcome != schemas.OutcomeAnswered {
+				t.Fatalf("result %+v", res)
+			}
+			if n := b.sink.Count(oneTopic); n != 0 {
+				t.Fatalf("%d dispatches after the deadline", n)
+			}
+		})
+		t.Run("restored", func(t *testing.T) {
+			a, waiting := queuedRetry(t, delivery)
+			b := startWith(t, t0.Add(2*time.Second), waiting, retryQueueConfig, delivery, router.WithRestorer(a.changelog()))
+			if res := b.result(1); res.IntentID != "a-1" || res.Outcome != schemas.OutcomeAnswered {
+				t.Fatalf("result %+v", res)
+			}
+		})
+	})
 }

@@ -55,8 +55,16 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 		switch {
 		case configured && pi.Queued != nil && *pi.Queued:
 			// Back in its agent's queue, behind the intents already there.
-			if p.deadline <= nowMs {
+			if p.deadline <= nowMs && p.dispatched == 0 {
 				e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
+				continue
+			}
+			if p.deadline <= nowMs {
+				// A retry that was waiting in the queue: an answer to an
+				// earlier attempt may still be unread.
+				e.pending[p.id] = p
+				e.hold(p, nowMs)
+				held++
 				continue
 			}
 			queued = append(queued, p)
