@@ -143,9 +143,9 @@ func (e *engine) leave(p *pending) {
 	switch p.phase {
 	case phaseInFlight:
 		a.inFlight--
-		if p.probe {
-			a.breaker.release()
-			p.probe = false
+		if p.probe != 0 {
+			a.breaker.release(p.probe)
+			p.probe = 0
 		}
 		e.wake(a)
 	case phaseQueued:
@@ -262,7 +262,7 @@ func (e *engine) recordOutcome(p *pending, failed bool, nowMs int64) {
 	}
 	before := b.current(nowMs)
 	after := b.record(nowMs, failed, p.probe)
-	p.probe = false
+	p.probe = 0
 	if after != before {
 		a := p.agent
 		a.circuit.Set(float64(after))

@@ -32,7 +32,8 @@ const windowBuckets = 10
 // nothing until open_for has passed; then, half-open, it admits
 // half_open_probes intents: all succeed and it closes, one fails and it opens
 // again. Outcomes of intents dispatched before it opened do not count while
-// it is open or half-open.
+// it is open or half-open, nor do those of probes of an earlier half-open
+// period.
 type breaker struct {
 	consecutiveMax int
 	rate           float64
@@ -45,8 +46,9 @@ type breaker struct {
 	openUntil   int64
 	consecutive int
 	buckets     [windowBuckets]outcomeBucket
-	probed      int // probes dispatched in this half-open period
-	succeeded   int // probes that succeeded
+	probed      int        // probes dispatched in this half-open period
+	epoch       probeEpoch // how many times it opened: probes of an older period do not count
+	succeeded   int        // probes that succeeded
 }
 
 type outcomeBucket struct {
@@ -88,29 +90,36 @@ func (b *breaker) admits(nowMs int64) bool {
 	return true
 }
 
-// dispatched notes a dispatch; it reports whether it is a probe.
-func (b *breaker) dispatched(nowMs int64) bool {
+// probeEpoch identifies the half-open period a probe was dispatched in; 0:
+// not a probe.
+type probeEpoch uint64
+
+// dispatched notes a dispatch; it returns the half-open period of a probe,
+// 0 when it is not one.
+func (b *breaker) dispatched(nowMs int64) probeEpoch {
 	if b.current(nowMs) != circuitHalfOpen {
-		return false
+		return 0
 	}
 	b.probed++
-	return true
+	return b.epoch
 }
 
 // release gives back a probe that resolved without an outcome (cancelled).
-func (b *breaker) release() {
-	if b.state == circuitHalfOpen && b.probed > 0 {
+// A probe of an earlier half-open period gives nothing back.
+func (b *breaker) release(probe probeEpoch) {
+	if b.state == circuitHalfOpen && probe == b.epoch && b.probed > 0 {
 		b.probed--
 	}
 }
 
-// record counts one outcome of a dispatch and returns the state after it.
-func (b *breaker) record(nowMs int64, failed, probe bool) circuitState {
+// record counts one outcome of a dispatch (probe: its dispatched value) and
+// returns the state after it.
+func (b *breaker) record(nowMs int64, failed bool, probe probeEpoch) circuitState {
 	switch b.current(nowMs) {
 	case circuitOpen:
 		return circuitOpen
 	case circuitHalfOpen:
-		if !probe {
+		if probe == 0 || probe != b.epoch {
 			return circuitHalfOpen
 		}
 		if failed {
@@ -156,6 +165,7 @@ func (b *breaker) record(nowMs int64, failed, probe bool) circuitState {
 
 func (b *breaker) open(nowMs int64) {
 	b.state, b.openUntil = circuitOpen, nowMs+b.openMs
+	b.epoch++
 }
 
 func (b *breaker) close() {

@@ -72,9 +72,9 @@ type pending struct {
 	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
 	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
-	retryAt     int64 // phaseRetry: when it is dispatched again
-	idleAt      int64 // phaseInFlight with an idle timeout: when it times out idle
-	probe       bool  // dispatched to probe a half-open circuit
+	retryAt     int64      // phaseRetry: when it is dispatched again
+	idleAt      int64      // phaseInFlight with an idle timeout: when it times out idle
+	probe       probeEpoch // dispatched to probe a half-open circuit: which period; 0: not a probe
 
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
