@@ -210,6 +210,11 @@ func (a *Aggregation) add(agg *Aggregator, it item) {
 		a.log.Debug("event skipped", "error", err)
 		return
 	}
+	if Future(ev) {
+		a.m.events.WithLabelValues("future").Inc()
+		a.log.Debug("event skipped: stamped after its record beyond the allowed skew", "key", ev.Key, "event_ms", ev.TimeMs, "record_ms", ev.ArrivalMs)
+		return
+	}
 	if agg.Add(ev) > 0 {
 		a.m.events.WithLabelValues("late").Inc()
 		return
@@ -236,7 +241,7 @@ func newAggregateMetrics(reg prometheus.Registerer) (*aggregateMetrics, error) {
 	m := &aggregateMetrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_context_aggregate_events_total",
-			Help: "Events the aggregator read, by result: accepted, late (too late for at least one window), invalid.",
+			Help: "Events the aggregator read, by result: accepted, late (too late for at least one window), invalid, future (stamped after its record by more than the allowed skew).",
 		}, []string{"result"}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_context_aggregate_lag_seconds",

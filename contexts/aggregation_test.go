@@ -61,6 +61,7 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 			clickEvent("u1", at(10), 1),
 			clickEvent("u1", at(200), 2),
 			{`not json`, at(201)},
+			{fmt.Sprintf(`{"user":"u1","ts":%d,"amount":1}`, at(86400*365)), at(202)}, // from the future: skipped
 			clickEvent("u2", at(250), 5),
 			clickEvent("u1", at(320), 4), // the next window
 		},
@@ -103,7 +104,7 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the past to be read", func() bool { return agg.Read() == 5 })
+	waitFor(t, "the past to be read", func() bool { return agg.Read() == 6 })
 	clock.Advance(time.Second)
 	waitFor(t, "the [12:00, 12:05) window", func() bool { return sent.count() == 2 })
 	got := map[string]map[string]float64{}
@@ -115,7 +116,7 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 	}
 	// A live event for the open window, then its close at 12:11.
 	log.live <- clickEvent("u2", at(599), 7)
-	waitFor(t, "the live event", func() bool { return agg.Read() == 6 })
+	waitFor(t, "the live event", func() bool { return agg.Read() == 7 })
 	clock.Advance(4 * time.Minute)
 	waitFor(t, "the [12:05, 12:10) window", func() bool { return sent.count() == 4 })
 	got = map[string]map[string]float64{}
@@ -127,6 +128,9 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 	}
 	if v := counter(t, reg, "switchboard_context_aggregate_events_total", "invalid"); v != 1 {
 		t.Fatalf("invalid events %v", v)
+	}
+	if v := counter(t, reg, "switchboard_context_aggregate_events_total", "future"); v != 1 {
+		t.Fatalf("future events %v", v)
 	}
 	if err := agg.Run(ctx); !errors.Is(err, contexts.ErrAlreadyStarted) {
 		t.Fatalf("second Run: %v", err)

@@ -69,7 +69,9 @@ type Update struct {
 // re-reads the events topic from there (seeking by timestamp) and then
 // advances. Windows that closed while nothing ran, except that newest one,
 // are not published. Events stamped later than their record are assumed not
-// to exist (event time <= record time).
+// to exist (event time <= record time); those stamped more than FutureSkew
+// later are skipped (see Future), since their windows would stay open, and
+// hold memory, until the clock reached them.
 type Aggregator struct {
 	features   []feature
 	lateness   int64
@@ -173,11 +175,23 @@ func (a *Aggregator) ReplayFrom() int64 {
 	return from
 }
 
+// FutureSkew is how much later than its record an event may be stamped (the
+// clocks of its producer and of the broker may differ); an event stamped
+// further ahead is not counted.
+const FutureSkew = 5 * time.Second
+
+// Future reports whether ev is stamped more than FutureSkew after its record:
+// Add skips it.
+func Future(ev Event) bool { return ev.TimeMs > ev.ArrivalMs+FutureSkew.Milliseconds() }
+
 // Add counts ev in every window of every feature it falls in and may still
 // count for. It returns how many windows it was too late for (their end
 // plus the allowed lateness had passed when its record was written, or they
-// are closed already).
+// are closed already). An event from the future (see Future) counts nowhere.
 func (a *Aggregator) Add(ev Event) (late int) {
+	if Future(ev) {
+		return 0
+	}
 	ks := a.keys[ev.Key]
 	for i, f := range a.features {
 		v := 1.0

@@ -257,3 +257,26 @@ func TestEventFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregatorSkipsEventsFromTheFuture: an event stamped far after its
+// record would open a window that closes only when the clock reaches it; it
+// is not counted, while one within the allowed skew is.
+func TestAggregatorSkipsEventsFromTheFuture(t *testing.T) {
+	a := newAggregator(t, contexts.AggregatorConfig{Features: []contexts.WindowFeature{{Name: "n", Op: contexts.OpCount, Window: time.Minute}}}, at(0))
+	future := contexts.Event{Key: "u1", TimeMs: at(86400 * 365), ArrivalMs: at(10)}
+	a.Add(future)
+	if n := a.Len(); n != 0 {
+		t.Fatalf("an event from the future holds %d entities", n)
+	}
+	if !contexts.Future(future) {
+		t.Fatal("a year ahead is not the future")
+	}
+	skewed := contexts.Event{Key: "u2", TimeMs: at(10) + contexts.FutureSkew.Milliseconds(), ArrivalMs: at(10)}
+	if contexts.Future(skewed) {
+		t.Fatal("an event within the skew is from the future")
+	}
+	a.Add(skewed)
+	if got := byKey(a.Advance(at(60))); fmt.Sprint(got) != "map[u2:map[n:1]]" {
+		t.Fatalf("updates %v", got)
+	}
+}
