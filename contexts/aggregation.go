@@ -191,6 +191,11 @@ func (a *Aggregation) advance(ctx context.Context, agg *Aggregator, lastBeat *ti
 	if err := a.publish(ctx, agg.Advance(now.UnixMilli())); err != nil {
 		return err
 	}
+	// The publisher need not remember what it last sent of an entity the
+	// aggregator forgot: if it comes back, its seed (the store) knows.
+	for _, key := range agg.Dropped() {
+		a.pub.Forget(key)
+	}
 	if now.Sub(*lastBeat) >= a.heartbeat {
 		*lastBeat = now
 		if err := a.publish(ctx, agg.Current()); err != nil {

@@ -126,6 +126,14 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 	if fmt.Sprint(got) != "map[u1:map[clicks_5m:1 paid_5m:4] u2:map[clicks_5m:1 paid_5m:7]]" {
 		t.Fatalf("published %v", got)
 	}
+	if pub.Len() != 2 {
+		t.Fatalf("the publisher remembers %d entities", pub.Len())
+	}
+	// [12:10, 12:15) closes empty at 12:16: both entities get zeros, and
+	// neither the aggregator nor the publisher holds them any longer.
+	clock.Advance(5 * time.Minute)
+	waitFor(t, "the empty [12:10, 12:15) window", func() bool { return sent.count() == 6 })
+	waitFor(t, "the publisher to forget the entities", func() bool { return pub.Len() == 0 })
 	if v := counter(t, reg, "switchboard_context_aggregate_events_total", "invalid"); v != 1 {
 		t.Fatalf("invalid events %v", v)
 	}

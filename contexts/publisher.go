@@ -198,6 +198,23 @@ func (p *Publisher) Publish(ctx context.Context, entity string, features map[str
 	return d, nil
 }
 
+// Forget drops what the publisher remembers of entity: its next Publish
+// compares with its seed (WithSeed), or is published as the first. A context
+// engine calls it for an entity it no longer holds, so the publisher's memory
+// stays bounded by the engine's.
+func (p *Publisher) Forget(entity string) {
+	p.mu.Lock()
+	delete(p.last, entity)
+	p.mu.Unlock()
+}
+
+// Len returns how many entities the publisher remembers the last snapshot of.
+func (p *Publisher) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.last)
+}
+
 // decide compares features with the last published snapshot.
 func (p *Publisher) decide(last *schemas.ContextSnapshot, features map[string]float64, nowMs int64) Decision {
 	if last == nil {

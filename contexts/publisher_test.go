@@ -221,3 +221,21 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// A forgotten entity is compared with its seed again, or published as new.
+func TestPublisherForget(t *testing.T) {
+	p, sent, _, _ := newPublisher(t, contexts.PublisherConfig{})
+	ctx := context.Background()
+	for _, want := range []string{contexts.ReasonFirst, contexts.ReasonSuppressed} {
+		if d, err := p.Publish(ctx, "e1", map[string]float64{"a": 1}); err != nil || d.Reason != want {
+			t.Fatalf("publish: %+v %v, want %s", d, err, want)
+		}
+	}
+	p.Forget("e1")
+	if p.Len() != 0 {
+		t.Fatalf("remembers %d entities after Forget", p.Len())
+	}
+	if d, err := p.Publish(ctx, "e1", map[string]float64{"a": 1}); err != nil || d.Reason != contexts.ReasonFirst || sent.count() != 2 {
+		t.Fatalf("after Forget: %+v %v", d, err)
+	}
+}

@@ -77,6 +77,7 @@ type Aggregator struct {
 	lateness   int64
 	closedUpTo []int64 // per feature: the end of the newest window done
 	keys       map[string]*keyState
+	dropped    []string // entities forgotten since the last Dropped
 }
 
 type feature struct {
@@ -269,9 +270,18 @@ func (a *Aggregator) Advance(nowMs int64) []Update {
 	for key, ks := range a.keys {
 		if ks.idle() {
 			delete(a.keys, key)
+			a.dropped = append(a.dropped, key)
 		}
 	}
 	return out
+}
+
+// Dropped returns the entities the Aggregator forgot (see Advance) since the
+// last call.
+func (a *Aggregator) Dropped() []string {
+	d := a.dropped
+	a.dropped = nil
+	return d
 }
 
 // Current returns the features of every entity the Aggregator holds.
