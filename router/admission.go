@@ -112,6 +112,7 @@ func (e *engine) enqueue(p *pending, nowMs int64, t *track) {
 	p.phase = phaseQueued
 	p.retryAt, p.idleAt = 0, 0
 	if !e.persist(p, t) {
+		e.unpersisted(p, nowMs, t)
 		return
 	}
 	e.join(p)

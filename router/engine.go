@@ -279,6 +279,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	}
 	if err != nil {
 		e.encodeFailed(t, err)
+		e.unpersisted(p, nowMs, t)
 		return
 	}
 	p.dispatched = nowMs
@@ -286,10 +287,11 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	if p.route.idleMs > 0 {
 		p.idleAt = nowMs + p.route.idleMs
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
 	if !e.persist(p, t) {
+		e.unpersisted(p, nowMs, t)
 		return
 	}
+	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -313,6 +315,15 @@ func (e *engine) persist(p *pending, t *track) bool {
 	e.emit(&Output{Topic: e.topics.Pending, Key: []byte(p.id), Value: state}, t, nil)
 	p.persisted = true
 	return true
+}
+
+// unpersisted resolves an intent whose agent request or pending state could
+// not be encoded rejected (encode_failed), rather than leave it half
+// admitted: in a phase its agent's counters do not account for, or pending
+// without a timer.
+func (e *engine) unpersisted(p *pending, nowMs int64, t *track) {
+	p.phase = phaseNone
+	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: ClassEncode, Message: "the intent could not be encoded for its agent or the pending changelog"}, 0, nowMs, t)
 }
 
 // schedule (re)starts p's timer at the next thing due: its retry, its idle

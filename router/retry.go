@@ -48,6 +48,7 @@ func (e *engine) onAgentError(p *pending, info *schemas.ErrorInfo, answeredAt, n
 			e.leave(p)
 			p.phase, p.retryAt, p.idleAt = phaseRetry, at, 0
 			if !e.persist(p, t) {
+				e.unpersisted(p, nowMs, t)
 				return
 			}
 			e.schedule(p)

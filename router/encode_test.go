@@ -1,0 +1,107 @@
+package router
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// TestUnencodablePendingStateRejectsTheIntent: an intent whose pending state
+// cannot be encoded (here: over the record size limit, which its request and
+// agent request are not) resolves rejected (encode_failed), whether it was
+// being dispatched or queued, and leaves its agent's counters as they were.
+func TestUnencodablePendingStateRejectsTheIntent(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte(`
+agents:
+  one: {max_in_flight: 1}
+intents:
+  cached: {agent: one, timeout: 1s, fallback: {cache: {max_age: 1m, key: context_ref}}}
+topics:
+  partitions: 1
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nowMs = 1_800_000_000_000
+	ref, tenant := strings.Repeat("r", 256), strings.Repeat("t", 256)
+	big := func(id string) *schemas.IntentRequest {
+		return &schemas.IntentRequest{IntentID: id, IntentType: "cached", Payload: schemas.JSON(`{}`), ContextRef: &ref, Tenant: &tenant}
+	}
+	// The pending state repeats the tenant and context_ref in its cache
+	// key: the limit lets everything else through.
+	plain, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := plain.Encode(config.DefaultPending, &schemas.PendingIntent{
+		IntentID: "b-1", IntentType: "cached", Agent: "one", RecordTs: nowMs, ReceivedAt: nowMs, DispatchedAt: nowMs, Deadline: nowMs + 1000, Attempt: 1,
+		CacheKey: tenant + "/" + ref, Payload: schemas.JSON(`{}`), ContextRef: &ref, Tenant: &tenant,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(len(state) - 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(cfg, codec, m, slog.New(slog.DiscardHandler), nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []*Output
+	e.emit = func(o *Output, _, _ *track) { outs = append(outs, o) }
+	e.failed = func(error) {}
+	e.owns = func(int32) bool { return true }
+	e.rnd = func(int64) int64 { return 0 }
+	request := func(req *schemas.IntentRequest) {
+		t.Helper()
+		v, err := codec.Encode(config.DefaultRequests, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.onRequest(&Record{Topic: config.DefaultRequests, Key: []byte(req.IntentID), Value: v, TimestampMs: nowMs}, nil, nowMs)
+		e.flush(nowMs)
+	}
+	result := func(id string) *schemas.IntentResult {
+		t.Helper()
+		for _, o := range outs {
+			if o.Topic == config.DefaultResults && string(o.Key) == id {
+				var res schemas.IntentResult
+				if err := codec.Decode(o.Value, &res); err != nil {
+					t.Fatal(err)
+				}
+				return &res
+			}
+		}
+		t.Fatalf("no result for %s", id)
+		return nil
+	}
+
+	request(big("b-1")) // dispatched: its pending state is too large
+	if res := result("b-1"); res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != ClassEncode {
+		t.Fatalf("b-1: %+v", res)
+	}
+	request(&schemas.IntentRequest{IntentID: "s-1", IntentType: "cached", Payload: schemas.JSON(`{}`)}) // takes the one slot
+	request(big("b-2"))                                                                                 // queued: its pending state is too large
+	if res := result("b-2"); res.Outcome != schemas.OutcomeRejected {
+		t.Fatalf("b-2: %+v", res)
+	}
+	a := e.agents["one"]
+	if a.inFlight != 1 || a.queued != 0 || len(e.pending) != 1 || e.pending["s-1"] == nil {
+		t.Fatalf("in flight %d, queued %d, pending %d", a.inFlight, a.queued, len(e.pending))
+	}
+	for _, o := range outs {
+		if o.Topic == "mcp.agent.one.request" && string(o.Key) != "s-1" {
+			t.Fatalf("%s was sent to its agent", o.Key)
+		}
+	}
+}
