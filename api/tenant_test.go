@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -225,4 +226,37 @@ func TestStreamTimeoutEventsStayWithTheirTenant(t *testing.T) {
 		t.Fatalf("acme got the timeout of %s", m.Timeout.IntentID)
 	}
 	a.barrier()
+}
+
+// TestIntentSubscriptionHidesAnotherTenantsResult: subscribing by intent id
+// to another tenant's intent behaves as for an intent whose result has not
+// come: the subscription is held (it counts against max_subscriptions) both
+// when the result is already stored and when it arrives afterwards.
+func TestIntentSubscriptionHidesAnotherTenantsResult(t *testing.T) {
+	h := newHarness(t, withAuth(nil), withConfig(func(c *api.Config) { c.MaxSubscriptions = 2 }))
+	h.results.Add(tenantResult("g-stored", "globex", ""))
+	dial := func() *wsClient {
+		conn, _, body := h.tryDial("", bearer(keyAcme))
+		if conn == nil {
+			t.Fatalf("dial refused: %s", body)
+		}
+		return &wsClient{t: t, conn: conn}
+	}
+	full := func(c *wsClient, what string) {
+		t.Helper()
+		c.sendText(`{"subscribe":{"intent_ids":["a-1"]}}`)
+		if m := c.read(); m.Type != "error" || m.Error.Code != "too_many_subscriptions" {
+			t.Fatalf("%s: the third subscription got %q %+v, want too_many_subscriptions (the other tenant's intent's subscription was dropped)", what, m.Type, m)
+		}
+	}
+
+	stored := dial()
+	stored.subscribe(`{"intent_ids":["g-stored"]}`)
+	stored.subscribe(`{"intent_ids":["a-0"]}`)
+	full(stored, "stored result")
+
+	later := dial()
+	later.subscribe(`{"intent_ids":["g-1","a-0"]}`)
+	h.results.Add(tenantResult("g-1", "globex", ""))
+	full(later, "result after subscribe")
 }
