@@ -48,13 +48,19 @@ func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 		t.Fatal(err)
 	}
 	const n = 3
+	delivered := make(chan kafka.Event, n)
 	for i := range n {
-		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: []byte{byte('a' + i)}}, nil); err != nil {
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: []byte{byte('a' + i)}}, delivered); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for p.Flush(1000) > 0 {
-		if ctx.Err() != nil {
+	for range n { // on the broker, in the open transaction
+		select {
+		case ev := <-delivered:
+			if m, ok := ev.(*kafka.Message); !ok || m.TopicPartition.Error != nil {
+				t.Fatalf("producing: %v", ev)
+			}
+		case <-ctx.Done():
 			t.Fatal("the transaction's records were not delivered")
 		}
 	}

@@ -66,7 +66,7 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
 	var last error
 	for {
-		out, err := tryStartOffsets(ctx, c, topic, fromBeginning)
+		out, err := tryStartOffsets(c, topic, fromBeginning)
 		if err == nil {
 			return out, nil
 		}
@@ -79,7 +79,7 @@ func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBegi
 	}
 }
 
-func tryStartOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+func tryStartOffsets(c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
 	md, err := c.GetMetadata(&topic, false, 5000)
 	if err != nil {
 		return nil, fmt.Errorf("reading metadata of %s: %w", topic, err)
@@ -90,53 +90,20 @@ func tryStartOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromB
 	}
 	out := make([]kafka.TopicPartition, 0, len(t.Partitions))
 	for _, p := range t.Partitions {
-		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
-	}
-	if fromBeginning {
-		return out, nil
-	}
-	ends, err := stableEnds(ctx, c, topic, out)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		out[i].Offset = kafka.Offset(ends[out[i].Partition])
+		off := kafka.OffsetBeginning
+		if !fromBeginning {
+			// On this read_committed consumer librdkafka asks ListOffsets
+			// with isolation level read_committed, so "high" is the last
+			// stable offset: records of a transaction open now come after
+			// it and are read once it commits (integration test
+			// TestFollowLiveOpenTransactionApacheKafka).
+			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
+			if err != nil {
+				return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, p.ID, err)
+			}
+			off = kafka.Offset(high)
+		}
+		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: off})
 	}
 	return out, nil
-}
-
-// stableEnds returns each partition's last stable offset (LSO): the end a
-// read_committed reader sees. The high watermark would be wrong as a start:
-// records of a transaction still open sit between the LSO and the high
-// watermark, and a reader starting at the high watermark skips them for
-// good once the transaction commits.
-func stableEnds(ctx context.Context, c *kafka.Consumer, topic string, tps []kafka.TopicPartition) (map[int32]int64, error) {
-	a, err := kafka.NewAdminClientFromConsumer(c)
-	if err != nil {
-		return nil, fmt.Errorf("reading the end of %s: %w", topic, err)
-	}
-	defer a.Close()
-	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(tps))
-	for _, tp := range tps {
-		req[tp] = kafka.LatestOffsetSpec
-	}
-	res, err := a.ListOffsets(ctx, req,
-		kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadCommitted),
-		kafka.SetAdminRequestTimeout(5*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("reading the end of %s: %w", topic, err)
-	}
-	ends := make(map[int32]int64, len(tps))
-	for tp, info := range res.ResultInfos {
-		if info.Error.Code() != kafka.ErrNoError {
-			return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, tp.Partition, info.Error)
-		}
-		ends[tp.Partition] = int64(info.Offset)
-	}
-	for _, tp := range tps {
-		if _, ok := ends[tp.Partition]; !ok {
-			return nil, fmt.Errorf("reading the end of %s[%d]: no offset in the answer", topic, tp.Partition)
-		}
-	}
-	return ends, nil
 }
