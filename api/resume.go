@@ -154,6 +154,17 @@ func (c *wsConn) replay(req resumeRequest) string {
 	}
 	ctx, cancel := context.WithCancel(c.srv.stopCtx)
 	defer cancel()
+	// The replay ends with the connection: busy here, the reader would not
+	// notice the client gone, and Kafka would be read for nobody.
+	go func() {
+		select {
+		case <-c.writerDone:
+		case <-c.slow:
+		case <-c.away:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	earliest, err := h.Earliest(ctx)
 	if err != nil {
 		c.sendError(codeUnavailable, "reading the topics' retention: "+err.Error())
@@ -172,6 +183,10 @@ func (c *wsConn) replay(req resumeRequest) string {
 	cur := from.Clone()
 	replayed := 0
 	err = h.Replay(ctx, from, live, func(rec Record) error {
+		// The reader, replaying, reads no pongs meanwhile: a replay that
+		// makes progress keeps the connection alive, even if few records
+		// match (a dead client is still found: its writes fail or stall).
+		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
 		offs := cur.of(rec.Stream)
 		if rec.Partition < 0 || int(rec.Partition) >= len(offs) {
 			return nil
@@ -188,7 +203,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil:
+	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil, ctx.Err() != nil:
 		return "failed" // the writer closes the connection (1001 on shutdown)
 	case errors.Is(err, ErrCursorExpired):
 		// Deleted between Earliest and the read: the client must choose.
