@@ -304,11 +304,12 @@ func (r *Results) deliver(s *subscriber, ev *event) {
 // live messages.
 func (r *Results) send(s *subscriber, msg []byte) {
 	if rs := s.replay; rs != nil {
-		if len(rs.pending) >= rs.limit {
+		if len(rs.pending) >= rs.limit || rs.bytes+len(msg) > rs.byteLimit {
 			rs.overflowed = true
 			return
 		}
 		rs.pending = append(rs.pending, msg)
+		rs.bytes += len(msg)
 		return
 	}
 	s.sink.deliver(msg)
