@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -60,8 +63,30 @@ type Counts struct {
 type stats struct {
 	all      *tally
 	tenants  map[string]*tally
-	inflight map[string]string // intent id → intent type, of intents submitted here
+	inflight map[string]flight // intents submitted here with no result yet
 	owner    map[string]string // intent id → tenant, of those of them that have one
+
+	// In-flight intents expire ttl after their submission (the router may
+	// drop an intent without a result: a duplicate, say): flights holds
+	// them in submission order (entries that landed are skipped), and
+	// perTenant counts them by tenant ("" for none) for the cap. clock is
+	// nil until the Server sets it: nothing expires.
+	clock     clockwork.Clock
+	ttl       time.Duration
+	flights   []flightRef
+	perTenant map[string]int
+}
+
+// flight is an intent in flight: its type and when it was submitted (unix
+// nanoseconds of the injected clock).
+type flight struct {
+	intentType string
+	at         int64
+}
+
+type flightRef struct {
+	id string
+	at int64
 }
 
 // tally is the counts of one tenant, or of all.
@@ -90,12 +115,15 @@ func (s *stats) tallies(tenant string) []*tally {
 	return []*tally{s.all, t}
 }
 
-// maxInflight caps the intents tracked as in flight: past it, new ones are
-// not counted.
-const maxInflight = 100_000
+// maxInflight caps the intents tracked as in flight, maxInflightPerTenant
+// those of one tenant: past either, new ones are not counted.
+const (
+	maxInflight          = 100_000
+	maxInflightPerTenant = 10_000
+)
 
 func newStats() stats {
-	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[string]string{}, owner: map[string]string{}}
+	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[string]flight{}, owner: map[string]string{}, perTenant: map[string]int{}}
 }
 
 // maxCounted caps the agents and intent types counted: results name them
@@ -126,13 +154,57 @@ func (s *stats) addResult(res *schemas.IntentResult) {
 			c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
 		}
 	}
-	if t, ok := s.inflight[res.IntentID]; ok {
-		for _, tl := range s.tallies(s.owner[res.IntentID]) {
-			counts(tl.byType, t).InFlight--
-		}
-		delete(s.inflight, res.IntentID)
-		delete(s.owner, res.IntentID)
+	s.land(res.IntentID)
+}
+
+// land ends an intent's flight, if it is in flight.
+func (s *stats) land(id string) {
+	f, ok := s.inflight[id]
+	if !ok {
+		return
 	}
+	tenant := s.owner[id]
+	for _, tl := range s.tallies(tenant) {
+		counts(tl.byType, f.intentType).InFlight--
+	}
+	if s.perTenant[tenant]--; s.perTenant[tenant] <= 0 {
+		delete(s.perTenant, tenant)
+	}
+	delete(s.inflight, id)
+	delete(s.owner, id)
+}
+
+// expire ends the flights submitted more than ttl ago, and drops the
+// references of landed ones once they outnumber the flights.
+func (s *stats) expire() {
+	if s.clock != nil {
+		cut := s.clock.Now().Add(-s.ttl).UnixNano()
+		n := 0
+		for ; n < len(s.flights) && s.flights[n].at <= cut; n++ {
+			ref := s.flights[n]
+			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+				s.land(ref.id)
+			}
+		}
+		s.flights = s.flights[n:]
+	}
+	if len(s.flights) > 2*len(s.inflight)+1024 {
+		kept := make([]flightRef, 0, len(s.inflight))
+		for _, ref := range s.flights {
+			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+				kept = append(kept, ref)
+			}
+		}
+		s.flights = kept
+	}
+}
+
+// expireInflight makes in-flight intents expire ttl after their submission,
+// on clock.
+func (r *Results) expireInflight(clock clockwork.Clock, ttl time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.clock, r.stats.ttl = clock, ttl
 }
 
 func (s *stats) addTimeout(t *schemas.IntentTimeout) {
@@ -154,10 +226,17 @@ func (r *Results) submitted(id, intentType, tenant string) {
 	if _, done := r.byID[id]; done {
 		return
 	}
-	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight {
+	r.stats.expire()
+	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
 		return
 	}
-	r.stats.inflight[id] = intentType
+	var at int64
+	if r.stats.clock != nil {
+		at = r.stats.clock.Now().UnixNano()
+	}
+	r.stats.inflight[id] = flight{intentType: intentType, at: at}
+	r.stats.flights = append(r.stats.flights, flightRef{id: id, at: at})
+	r.stats.perTenant[tenant]++
 	if tenant != "" {
 		r.stats.owner[id] = tenant
 	}
@@ -171,6 +250,7 @@ func (r *Results) submitted(id, intentType, tenant string) {
 func (r *Results) snapshot(p *principal, byAgent bool) map[string]Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stats.expire()
 	tl := r.stats.all
 	if p != nil {
 		if tl = r.stats.tenants[p.tenant]; tl == nil {

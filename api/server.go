@@ -126,6 +126,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		sweeperDone:  make(chan struct{}),
 		shutdownDone: make(chan struct{}),
 	}
+	results.expireInflight(o.clock, s.idem.window)
 	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
 		ReadBufferSize:  1024,
