@@ -199,6 +199,10 @@ func (c *wsConn) replay(req resumeRequest) string {
 		// makes progress keeps the connection alive, even if few records
 		// match (a dead client is still found: its writes fail or stall).
 		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
+		if r.heldBackOverflowed(c.sub) { // too slow: closed with 1013, stop reading for it
+			c.markSlow()
+			return errConnClosing
+		}
 		offs := cur.of(rec.Stream)
 		if rec.Partition < 0 || int(rec.Partition) >= len(offs) {
 			return nil
@@ -347,6 +351,14 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 		s.floor = &f
 	}
 	return live, nil
+}
+
+// heldBackOverflowed reports whether the live messages held back for s's
+// replay passed their cap.
+func (r *Results) heldBackOverflowed(s *subscriber) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.replay != nil && s.replay.overflowed
 }
 
 // endReplay drops s's replay state and what it held back.

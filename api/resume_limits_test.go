@@ -27,9 +27,12 @@ func TestStreamReplayHeldBackBytesAreCapped(t *testing.T) {
 		r.Answer = schemas.Ptr(schemas.JSON(`"` + strings.Repeat("x", 60<<10) + `"`))
 		return r
 	}
-	hist.more = func(context.Context, func(api.Record) error) error {
+	hist.more = func(_ context.Context, fn func(api.Record) error) error {
 		for i := range 3 { // 3 x 60 KiB > 2 x 64 KiB, 3 < 16 x 2 messages
 			hist.AppendResult(big(i))
+		}
+		if err := fn(otherRecord(0)); err == nil {
+			t.Error("the replay read on past the cap")
 		}
 		return nil
 	}
