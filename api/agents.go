@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -54,20 +57,73 @@ type Counts struct {
 	LastResult int64            `json:"last_resolved_at,omitempty"` // unix ms
 }
 
-// stats holds the live counts. Guarded by Results.mu.
+// stats holds the live counts: of everyone (shown with authentication
+// off) and by tenant (a caller sees its tenant's only). Guarded by
+// Results.mu.
 type stats struct {
-	byAgent  map[string]*Counts
-	byType   map[string]*Counts
-	inflight map[string]string // intent id → intent type, of intents submitted here
+	all      *tally
+	tenants  map[string]*tally
+	inflight map[string]flight // intents submitted here with no result yet
 	owner    map[string]string // intent id → tenant, of those of them that have one
+
+	// In-flight intents expire ttl after their submission (the router may
+	// drop an intent without a result: a duplicate, say): flights holds
+	// them in submission order (entries that landed are skipped), and
+	// perTenant counts them by tenant ("" for none) for the cap. clock is
+	// nil until the Server sets it: nothing expires.
+	clock     clockwork.Clock
+	ttl       time.Duration
+	flights   []flightRef
+	perTenant map[string]int
 }
 
-// maxInflight caps the intents tracked as in flight: past it, new ones are
-// not counted.
-const maxInflight = 100_000
+// flight is an intent in flight: its type and when it was submitted (unix
+// nanoseconds of the injected clock).
+type flight struct {
+	intentType string
+	at         int64
+}
+
+type flightRef struct {
+	id string
+	at int64
+}
+
+// tally is the counts of one tenant, or of all.
+type tally struct {
+	byAgent map[string]*Counts
+	byType  map[string]*Counts
+}
+
+func newTally() *tally { return &tally{byAgent: map[string]*Counts{}, byType: map[string]*Counts{}} }
+
+// tallies returns the tallies an event of tenant counts in: all's, and the
+// tenant's if it has one (beyond maxCounted tenants, new ones are counted
+// in all's only).
+func (s *stats) tallies(tenant string) []*tally {
+	if tenant == "" {
+		return []*tally{s.all}
+	}
+	t, ok := s.tenants[tenant]
+	if !ok {
+		if len(s.tenants) >= maxCounted {
+			return []*tally{s.all}
+		}
+		t = newTally()
+		s.tenants[tenant] = t
+	}
+	return []*tally{s.all, t}
+}
+
+// maxInflight caps the intents tracked as in flight, maxInflightPerTenant
+// those of one tenant: past either, new ones are not counted.
+const (
+	maxInflight          = 100_000
+	maxInflightPerTenant = 10_000
+)
 
 func newStats() stats {
-	return stats{byAgent: map[string]*Counts{}, byType: map[string]*Counts{}, inflight: map[string]string{}, owner: map[string]string{}}
+	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[string]flight{}, owner: map[string]string{}, perTenant: map[string]int{}}
 }
 
 // maxCounted caps the agents and intent types counted: results name them
@@ -91,21 +147,75 @@ func counts(m map[string]*Counts, k string) *Counts {
 }
 
 func (s *stats) addResult(res *schemas.IntentResult) {
-	for _, c := range []*Counts{counts(s.byAgent, res.Agent), counts(s.byType, res.IntentType)} {
-		c.Resolved++
-		c.ByOutcome[string(res.Outcome)]++
-		c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
+	for _, tl := range s.tallies(tenantOf(res)) {
+		for _, c := range []*Counts{counts(tl.byAgent, res.Agent), counts(tl.byType, res.IntentType)} {
+			c.Resolved++
+			c.ByOutcome[string(res.Outcome)]++
+			c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
+		}
 	}
-	if t, ok := s.inflight[res.IntentID]; ok {
-		delete(s.inflight, res.IntentID)
-		delete(s.owner, res.IntentID)
-		counts(s.byType, t).InFlight--
+	s.land(res.IntentID)
+}
+
+// land ends an intent's flight, if it is in flight.
+func (s *stats) land(id string) {
+	f, ok := s.inflight[id]
+	if !ok {
+		return
+	}
+	tenant := s.owner[id]
+	for _, tl := range s.tallies(tenant) {
+		counts(tl.byType, f.intentType).InFlight--
+	}
+	if s.perTenant[tenant]--; s.perTenant[tenant] <= 0 {
+		delete(s.perTenant, tenant)
+	}
+	delete(s.inflight, id)
+	delete(s.owner, id)
+}
+
+// expire ends the flights submitted more than ttl ago, and drops the
+// references of landed ones once they outnumber the flights.
+func (s *stats) expire() {
+	if s.clock != nil {
+		cut := s.clock.Now().Add(-s.ttl).UnixNano()
+		n := 0
+		for ; n < len(s.flights) && s.flights[n].at <= cut; n++ {
+			ref := s.flights[n]
+			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+				s.land(ref.id)
+			}
+		}
+		s.flights = s.flights[n:]
+	}
+	if len(s.flights) > 2*len(s.inflight)+1024 {
+		kept := make([]flightRef, 0, len(s.inflight))
+		for _, ref := range s.flights {
+			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+				kept = append(kept, ref)
+			}
+		}
+		s.flights = kept
 	}
 }
 
+// expireInflight makes in-flight intents expire ttl after their submission,
+// on clock.
+func (r *Results) expireInflight(clock clockwork.Clock, ttl time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.clock, r.stats.ttl = clock, ttl
+}
+
 func (s *stats) addTimeout(t *schemas.IntentTimeout) {
-	counts(s.byAgent, t.Agent).TimedOut++
-	counts(s.byType, t.IntentType).TimedOut++
+	tenant := ""
+	if t.Tenant != nil {
+		tenant = *t.Tenant
+	}
+	for _, tl := range s.tallies(tenant) {
+		counts(tl.byAgent, t.Agent).TimedOut++
+		counts(tl.byType, t.IntentType).TimedOut++
+	}
 }
 
 // submitted counts an intent published through this instance as in flight
@@ -116,23 +226,40 @@ func (r *Results) submitted(id, intentType, tenant string) {
 	if _, done := r.byID[id]; done {
 		return
 	}
-	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight {
+	r.stats.expire()
+	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
 		return
 	}
-	r.stats.inflight[id] = intentType
+	var at int64
+	if r.stats.clock != nil {
+		at = r.stats.clock.Now().UnixNano()
+	}
+	r.stats.inflight[id] = flight{intentType: intentType, at: at}
+	r.stats.flights = append(r.stats.flights, flightRef{id: id, at: at})
+	r.stats.perTenant[tenant]++
 	if tenant != "" {
 		r.stats.owner[id] = tenant
 	}
-	counts(r.stats.byType, intentType).InFlight++
+	for _, tl := range r.stats.tallies(tenant) {
+		counts(tl.byType, intentType).InFlight++
+	}
 }
 
-// snapshot copies the counts of m.
-func (r *Results) snapshot(byAgent bool) map[string]Counts {
+// snapshot copies the counts p may see: all with p nil (authentication
+// off), else its tenant's.
+func (r *Results) snapshot(p *principal, byAgent bool) map[string]Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := r.stats.byType
+	r.stats.expire()
+	tl := r.stats.all
+	if p != nil {
+		if tl = r.stats.tenants[p.tenant]; tl == nil {
+			return map[string]Counts{}
+		}
+	}
+	m := tl.byType
 	if byAgent {
-		m = r.stats.byAgent
+		m = tl.byAgent
 	}
 	out := make(map[string]Counts, len(m))
 	for k, c := range m {
@@ -160,9 +287,10 @@ type intentTypeView struct {
 }
 
 // listAgents serves GET /v1/agents: the configured agents, and any agent
-// seen in results, with live counts.
-func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request) {
-	live := s.results.snapshot(true)
+// seen in results, with live counts (with authentication on, those of the
+// caller's tenant: results, timeouts, intents in flight).
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	live := s.results.snapshot(principalFrom(r.Context()), true)
 	out := []agentView{}
 	for _, a := range s.catalog.Agents {
 		v := agentView{AgentInfo: a, Configured: true, Counts: zeroCounts(live[a.Name])}
@@ -184,9 +312,10 @@ func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request) {
 }
 
 // listIntentTypes serves GET /v1/intent-types: the configured intent types,
-// and any seen in results, with live counts.
-func (s *Server) listIntentTypes(w http.ResponseWriter, _ *http.Request) {
-	live := s.results.snapshot(false)
+// and any seen in results, with live counts (the caller's tenant's, as for
+// agents).
+func (s *Server) listIntentTypes(w http.ResponseWriter, r *http.Request) {
+	live := s.results.snapshot(principalFrom(r.Context()), false)
 	out := []intentTypeView{}
 	for _, t := range s.catalog.IntentTypes {
 		out = append(out, intentTypeView{IntentTypeInfo: t, Configured: true, Counts: zeroCounts(live[t.Name])})

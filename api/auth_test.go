@@ -540,3 +540,18 @@ func TestOriginDefaultsToSameOrigin(t *testing.T) {
 		t.Fatalf("no Origin (not a browser): %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestAPIKeyWithTwoDotsIsAccepted: an API key shaped like a JWT (two dots)
+// sent as a Bearer token is still an API key when it matches one; a
+// dotted credential that matches nothing keeps the JWT's error.
+func TestAPIKeyWithTwoDotsIsAccepted(t *testing.T) {
+	const dotted = "sk.acme.0123456789abcdef"
+	h := newHarness(t, withAuth(func(a *api.AuthConfig) {
+		a.APIKeys = append(a.APIKeys, api.Key{Name: "acme-dotted", Tenant: "acme", SHA256: sha256.Sum256([]byte(dotted))})
+	}))
+	if resp, body := h.doWith("GET", "/v1/intents/nope", "", bearer(dotted)); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("dotted API key: %d %s, want 404 (authenticated, unknown intent)", resp.StatusCode, body)
+	}
+	resp, body := h.doWith("GET", "/v1/intents/nope", "", bearer("sk.other.0123456789abcdef"))
+	wantError(t, resp, body, http.StatusUnauthorized, "invalid_token", "")
+}

@@ -113,7 +113,15 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, *authError) {
 		return nil, aerr
 	}
 	if !isKey && strings.Count(cred, ".") == 2 {
-		return a.checkJWT(cred)
+		p, jerr := a.checkJWT(cred)
+		if jerr != nil && len(a.keys) > 0 {
+			// An API key may have two dots too: it is one if it matches
+			// (else the JWT's error, which says more, is the answer).
+			if kp, kerr := a.checkAPIKey(cred); kerr == nil {
+				return kp, nil
+			}
+		}
+		return p, jerr
 	}
 	return a.checkAPIKey(cred)
 }

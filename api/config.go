@@ -88,6 +88,12 @@ type Config struct {
 	MessageBurst            int
 	MaxConnectionsPerTenant int
 
+	// MaxReplays caps the resumes replaying history at once on this server,
+	// MaxReplaysPerTenant those of one tenant; one more is answered
+	// "resume_unavailable" (limits.go).
+	MaxReplays          int
+	MaxReplaysPerTenant int
+
 	// ReadHeaderTimeout and IdleTimeout are passed to http.Server by Run.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration

@@ -91,6 +91,9 @@ func ParseCursor(s string) (Position, error) {
 	if s == "" {
 		return p, fmt.Errorf("%w: empty", errBadCursor)
 	}
+	// Every partition up to the highest named is present, so none is past
+	// the number of parts: a bound checked before any slice grows.
+	parts := int64(strings.Count(s, ",") + 1)
 	seen := map[string]bool{}
 	for part := range strings.SplitSeq(s, ",") {
 		if len(part) < 4 || (part[0] != 'r' && part[0] != 't') {
@@ -101,6 +104,9 @@ func ParseCursor(s string) (Position, error) {
 		off, oerr := strconv.ParseInt(os, 10, 64)
 		if !ok || perr != nil || oerr != nil || partition < 0 || partition > 1<<16 || off < 0 {
 			return Position{}, fmt.Errorf("%w: %q is not <r|t><partition>:<offset>", errBadCursor, part)
+		}
+		if partition >= parts {
+			return Position{}, fmt.Errorf("%w: %q names partition %d, but the cursor has %d parts (every partition from 0 on must be present)", errBadCursor, part, partition, parts)
 		}
 		key := part[:1] + ps
 		if seen[key] {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/api"
@@ -24,5 +25,24 @@ func TestCursorRoundTrip(t *testing.T) {
 		if _, err := api.ParseCursor(bad); err == nil {
 			t.Errorf("ParseCursor(%q) accepted", bad)
 		}
+	}
+}
+
+// TestCursorHighPartitionAllocatesLittle: a short cursor naming a high
+// partition is refused before slices grow to its size.
+func TestCursorHighPartitionAllocatesLittle(t *testing.T) {
+	const bad = "r65536:0,t65536:0"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := api.ParseCursor(bad)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatalf("ParseCursor(%q) accepted", bad)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Fatalf("ParseCursor(%q) allocated %d bytes, want under 64 KiB", bad, n)
+	}
+	if _, err := api.ParseCursor("r1:0,r0:0,t0:0"); err != nil {
+		t.Fatalf("a complete cursor out of order: %v", err)
 	}
 }

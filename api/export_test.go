@@ -17,3 +17,6 @@ func (f sinkFunc) deliver(b []byte) { f(b) }
 
 // Middleware wraps h in the server's middleware (observe, recoverer).
 func Middleware(s *Server, h http.Handler) http.Handler { return s.observe(s.recoverer(h)) }
+
+// CheckConns runs the keepalive check once, now.
+func CheckConns(s *Server) { s.checkConns() }

@@ -277,3 +277,31 @@ func TestSubmitConcurrentRepeatsPublishOnce(t *testing.T) {
 		t.Fatalf("published %d times, want once", n)
 	}
 }
+
+// TestInFlightExpiresAfterTheIdempotencyWindow: an intent submitted here
+// that never gets a result (the router dropped it) stops counting as in
+// flight, and as pending, once the idempotency window has passed.
+func TestInFlightExpiresAfterTheIdempotencyWindow(t *testing.T) {
+	h := newHarness(t, withOption(api.WithIdempotencyWindow(time.Minute)))
+	if resp, body := h.post(`{"intent_id":"dropped","intent_type":"echo","payload":{}}`, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	inFlight := func() string {
+		t.Helper()
+		_, body := h.do("GET", "/v1/intent-types", "")
+		return string(body)
+	}
+	if b := inFlight(); !strings.Contains(b, `"in_flight":1`) {
+		t.Fatalf("just submitted: %s", b)
+	}
+	if resp, body := h.do("GET", "/v1/intents/dropped", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"pending"`) {
+		t.Fatalf("just submitted: %d %s", resp.StatusCode, body)
+	}
+	h.clock.Advance(time.Minute + time.Second)
+	if b := inFlight(); !strings.Contains(b, `"in_flight":0`) {
+		t.Fatalf("after the window: %s", b)
+	}
+	if resp, body := h.do("GET", "/v1/intents/dropped", ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("after the window: %d %s, want 404", resp.StatusCode, body)
+	}
+}

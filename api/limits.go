@@ -13,6 +13,8 @@ const (
 	DefaultMessageRate             = 50.0
 	DefaultMessageBurst            = 100
 	DefaultMaxConnectionsPerTenant = 1000
+	DefaultMaxReplays              = 16
+	DefaultMaxReplaysPerTenant     = 4
 )
 
 // The stream's limits, with those of config.go (SendQueue, PingPeriod,
@@ -29,6 +31,11 @@ const (
 //     stream connections; one more upgrade is answered 429
 //     too_many_connections (without authentication there are no tenants,
 //     and no cap).
+//   - replays: at most Config.MaxReplays resumes read history at once, at
+//     most Config.MaxReplaysPerTenant of one tenant; one more is answered
+//     "resume_unavailable" (retry later). While one replays, the live
+//     messages held back for it are capped at 16 x SendQueue messages and
+//     SendQueue x 64 KiB; past either the client is closed with 1013.
 
 func (c *Config) setLimitDefaults() {
 	if c.MessageRate == 0 {
@@ -40,6 +47,12 @@ func (c *Config) setLimitDefaults() {
 	if c.MaxConnectionsPerTenant == 0 {
 		c.MaxConnectionsPerTenant = DefaultMaxConnectionsPerTenant
 	}
+	if c.MaxReplays == 0 {
+		c.MaxReplays = DefaultMaxReplays
+	}
+	if c.MaxReplaysPerTenant == 0 {
+		c.MaxReplaysPerTenant = DefaultMaxReplaysPerTenant
+	}
 }
 
 func (c Config) validateLimits() error {
@@ -50,6 +63,10 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("%w: MessageBurst is negative (%d)", ErrInvalidConfig, c.MessageBurst)
 	case c.MaxConnectionsPerTenant < 0:
 		return fmt.Errorf("%w: MaxConnectionsPerTenant is negative (%d)", ErrInvalidConfig, c.MaxConnectionsPerTenant)
+	case c.MaxReplays < 0:
+		return fmt.Errorf("%w: MaxReplays is negative (%d)", ErrInvalidConfig, c.MaxReplays)
+	case c.MaxReplaysPerTenant < 0:
+		return fmt.Errorf("%w: MaxReplaysPerTenant is negative (%d)", ErrInvalidConfig, c.MaxReplaysPerTenant)
 	}
 	return nil
 }

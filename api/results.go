@@ -243,17 +243,24 @@ func (r *Results) store(e *entry) {
 }
 
 // fanOut sends e to every subscriber it matches, once each. Intent-id
-// subscriptions are one-shot: they end with the delivery.
+// subscriptions are one-shot: they end with the delivery (only for the
+// subscribers that may see e).
 func (r *Results) fanOut(e *entry) {
 	r.seq++
 	res := e.res
 	ev := &event{kind: StreamResults, hasPos: e.hasPos, partition: e.partition, offset: e.offset, entry: e}
 	if subs, ok := r.byIntent[res.IntentID]; ok {
 		for s := range subs {
+			if !s.admitsEvent(ev) {
+				continue // another tenant's: s keeps waiting, as for a result that never comes
+			}
 			r.deliver(s, ev)
 			delete(s.intents, res.IntentID)
+			delete(subs, s)
 		}
-		delete(r.byIntent, res.IntentID)
+		if len(subs) == 0 {
+			delete(r.byIntent, res.IntentID)
+		}
 	}
 	if res.SessionID != nil {
 		for s := range r.bySession[*res.SessionID] {
@@ -297,11 +304,12 @@ func (r *Results) deliver(s *subscriber, ev *event) {
 // live messages.
 func (r *Results) send(s *subscriber, msg []byte) {
 	if rs := s.replay; rs != nil {
-		if len(rs.pending) >= rs.limit {
+		if len(rs.pending) >= rs.limit || rs.bytes+len(msg) > rs.byteLimit {
 			rs.overflowed = true
 			return
 		}
 		rs.pending = append(rs.pending, msg)
+		rs.bytes += len(msg)
 		return
 	}
 	s.sink.deliver(msg)
@@ -500,8 +508,10 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cur
 		if _, ok := s.intents[id]; ok {
 			continue
 		}
-		if e, ok := r.byID[id]; ok {
-			if body := e.encoded(); body != nil && s.admits(e.res) {
+		// Another tenant's stored result counts as absent: s subscribes as
+		// to an intent whose result has not come (nothing reveals it).
+		if e, ok := r.byID[id]; ok && s.admits(e.res) {
+			if body := e.encoded(); body != nil {
 				r.send(s, frame("result", r.cursorFor(s), "result", body))
 			}
 			continue

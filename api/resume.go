@@ -81,13 +81,19 @@ type expiredBody struct {
 // replayState is a subscriber's state while a resume replays history.
 type replayState struct {
 	pending    [][]byte // live messages that arrived during the replay
+	bytes      int      // their size
 	limit      int
+	byteLimit  int
 	overflowed bool
 }
 
 // replayPendingFactor times Config.SendQueue is how many live messages may
-// wait for one replay to finish before the client counts as too slow.
-const replayPendingFactor = 16
+// wait for one replay to finish before the client counts as too slow, and
+// replayPendingBytes times Config.SendQueue how many bytes.
+const (
+	replayPendingFactor = 16
+	replayPendingBytes  = 64 << 10
+)
 
 // resume handles a resume message on the reader goroutine: it registers the
 // subscriptions with live messages held back, replays from history what
@@ -152,8 +158,24 @@ func (c *wsConn) replay(req resumeRequest) string {
 			len(from.Results), len(from.Timeouts), len(hub.Results), len(hub.Timeouts)))
 		return "refused"
 	}
+	if !c.srv.admitReplay(c.sub.tenant) {
+		c.sendError(codeResumeUnavailable, "too many resumes are replaying history on this server; retry shortly")
+		return "refused"
+	}
+	defer c.srv.releaseReplay(c.sub.tenant)
 	ctx, cancel := context.WithCancel(c.srv.stopCtx)
 	defer cancel()
+	// The replay ends with the connection: busy here, the reader would not
+	// notice the client gone, and Kafka would be read for nobody.
+	go func() {
+		select {
+		case <-c.writerDone:
+		case <-c.slow:
+		case <-c.away:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	earliest, err := h.Earliest(ctx)
 	if err != nil {
 		c.sendError(codeUnavailable, "reading the topics' retention: "+err.Error())
@@ -164,7 +186,8 @@ func (c *wsConn) replay(req resumeRequest) string {
 		return "cursor_expired"
 	}
 	c.resumed = true
-	live, err := r.beginReplay(c.sub, from, req.Subscriptions, replayPendingFactor*c.srv.cfg.SendQueue)
+	live, err := r.beginReplay(c.sub, from, req.Subscriptions,
+		replayPendingFactor*c.srv.cfg.SendQueue, replayPendingBytes*c.srv.cfg.SendQueue)
 	if err != nil {
 		c.sendError(codeBadResume, err.Error())
 		return "refused"
@@ -172,6 +195,14 @@ func (c *wsConn) replay(req resumeRequest) string {
 	cur := from.Clone()
 	replayed := 0
 	err = h.Replay(ctx, from, live, func(rec Record) error {
+		// The reader, replaying, reads no pongs meanwhile: a replay that
+		// makes progress keeps the connection alive, even if few records
+		// match (a dead client is still found: its writes fail or stall).
+		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
+		if r.heldBackOverflowed(c.sub) { // too slow: closed with 1013, stop reading for it
+			c.markSlow()
+			return errConnClosing
+		}
 		offs := cur.of(rec.Stream)
 		if rec.Partition < 0 || int(rec.Partition) >= len(offs) {
 			return nil
@@ -188,7 +219,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil:
+	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil, ctx.Err() != nil:
 		return "failed" // the writer closes the connection (1001 on shutdown)
 	case errors.Is(err, ErrCursorExpired):
 		// Deleted between Earliest and the read: the client must choose.
@@ -289,7 +320,7 @@ func (c *wsConn) flushReplay() {
 // messages held back, and returns the feed's position: the replay covers
 // what comes before it. An intent id whose stored result was read before
 // from was sent before the cursor: it is not subscribed again.
-func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription, limit int) (Position, error) {
+func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription, limit, byteLimit int) (Position, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.count() > 0 || s.replay != nil {
@@ -312,7 +343,7 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 			addIndex(r.byIntent, id, s)
 		}
 	}
-	s.replay = &replayState{limit: max(limit, 1)}
+	s.replay = &replayState{limit: max(limit, 1), byteLimit: max(byteLimit, 1)}
 	s.positioned = true
 	live := r.pos.Clone()
 	if live.behind(from) {
@@ -320,6 +351,14 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 		s.floor = &f
 	}
 	return live, nil
+}
+
+// heldBackOverflowed reports whether the live messages held back for s's
+// replay passed their cap.
+func (r *Results) heldBackOverflowed(s *subscriber) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.replay != nil && s.replay.overflowed
 }
 
 // endReplay drops s's replay state and what it held back.
@@ -397,5 +436,35 @@ func (r *Results) sendTo(s *subscriber, build func(cursor string) []byte) {
 	defer r.mu.Unlock()
 	if msg := build(r.cursorFor(s)); msg != nil {
 		r.send(s, msg)
+	}
+}
+
+// admitReplay counts a replay of tenant (nil: no tenant), or reports false
+// if the server or the tenant already replays Config.MaxReplays or
+// Config.MaxReplaysPerTenant. Each true must be paired with releaseReplay.
+func (s *Server) admitReplay(tenant *string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replays >= s.cfg.MaxReplays || (tenant != nil && s.tenantReplays[*tenant] >= s.cfg.MaxReplaysPerTenant) {
+		return false
+	}
+	s.replays++
+	if tenant != nil {
+		if s.tenantReplays == nil {
+			s.tenantReplays = map[string]int{}
+		}
+		s.tenantReplays[*tenant]++
+	}
+	return true
+}
+
+func (s *Server) releaseReplay(tenant *string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replays--
+	if tenant != nil {
+		if s.tenantReplays[*tenant]--; s.tenantReplays[*tenant] <= 0 {
+			delete(s.tenantReplays, *tenant)
+		}
 	}
 }

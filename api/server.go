@@ -67,6 +67,11 @@ type Server struct {
 	sweeperStop  chan struct{}
 	sweeperDone  chan struct{}
 	shutdownDone chan struct{} // closed when the first Shutdown returns
+
+	// Resumes replaying history, and by tenant (resume.go; guarded by mu;
+	// the map is made on first use).
+	replays       int
+	tenantReplays map[string]int
 }
 
 // New returns a Server that publishes through pub and answers from results.
@@ -121,6 +126,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		sweeperDone:  make(chan struct{}),
 		shutdownDone: make(chan struct{}),
 	}
+	results.expireInflight(o.clock, s.idem.window)
 	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
 		ReadBufferSize:  1024,

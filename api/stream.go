@@ -147,7 +147,8 @@ func (s *Server) checkConns() {
 			s.log.LogAttrs(s.stopCtx, slog.LevelDebug, "stream dropped",
 				slog.String("reason", reason), slog.String("remote", c.conn.RemoteAddr().String()))
 			_ = c.conn.Close() // unblocks the reader and the writer
-			continue
+			// An idle writer learns of the close by writing: the ping below
+			// fails, so writerDone closes (and ends a replay in progress).
 		}
 		select {
 		case c.ping <- struct{}{}:

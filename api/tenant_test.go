@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -225,4 +226,91 @@ func TestStreamTimeoutEventsStayWithTheirTenant(t *testing.T) {
 		t.Fatalf("acme got the timeout of %s", m.Timeout.IntentID)
 	}
 	a.barrier()
+}
+
+// TestIntentSubscriptionHidesAnotherTenantsResult: subscribing by intent id
+// to another tenant's intent behaves as for an intent whose result has not
+// come: the subscription is held (it counts against max_subscriptions) both
+// when the result is already stored and when it arrives afterwards.
+func TestIntentSubscriptionHidesAnotherTenantsResult(t *testing.T) {
+	h := newHarness(t, withAuth(nil), withConfig(func(c *api.Config) { c.MaxSubscriptions = 2 }))
+	h.results.Add(tenantResult("g-stored", "globex", ""))
+	dial := func() *wsClient {
+		conn, _, body := h.tryDial("", bearer(keyAcme))
+		if conn == nil {
+			t.Fatalf("dial refused: %s", body)
+		}
+		return &wsClient{t: t, conn: conn}
+	}
+	full := func(c *wsClient, what string) {
+		t.Helper()
+		c.sendText(`{"subscribe":{"intent_ids":["a-1"]}}`)
+		if m := c.read(); m.Type != "error" || m.Error.Code != "too_many_subscriptions" {
+			t.Fatalf("%s: the third subscription got %q %+v, want too_many_subscriptions (the other tenant's intent's subscription was dropped)", what, m.Type, m)
+		}
+	}
+
+	stored := dial()
+	stored.subscribe(`{"intent_ids":["g-stored"]}`)
+	stored.subscribe(`{"intent_ids":["a-0"]}`)
+	full(stored, "stored result")
+
+	later := dial()
+	later.subscribe(`{"intent_ids":["g-1","a-0"]}`)
+	h.results.Add(tenantResult("g-1", "globex", ""))
+	full(later, "result after subscribe")
+}
+
+// TestAgentsAndIntentTypesCountPerTenant: GET /v1/agents and
+// /v1/intent-types answer with the caller's tenant's counts, list
+// configured names always and unconfigured ones only from its own results.
+func TestAgentsAndIntentTypesCountPerTenant(t *testing.T) {
+	h := newHarness(t, withAuth(nil), withOption(api.WithCatalog(api.Catalog{
+		Agents:      []api.AgentInfo{{Name: "agent-a", Topic: "mcp.agent.a.request"}},
+		IntentTypes: []api.IntentTypeInfo{{Name: "echo", Agent: "agent-a", TimeoutMs: 5000, Fallback: "none"}},
+	})))
+	if resp, b := h.doWith("POST", "/v1/intents", `{"intent_id":"a-flying","intent_type":"echo","payload":{}}`, bearer(keyAcme)); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", resp.StatusCode, b)
+	}
+	h.results.Add(tenantResult("a-1", "acme", ""))
+	g := tenantResult("g-1", "globex", "")
+	g.IntentType, g.Agent = "globex-only", "globex-agent"
+	h.results.Add(g)
+	h.results.AddTimeout(0, 0, &schemas.IntentTimeout{IntentID: "g-2", IntentType: "echo", Agent: "agent-a", Reason: "deadline", Fallback: "none", Tenant: schemas.Ptr("globex")})
+
+	type view struct {
+		Name   string `json:"name"`
+		Counts struct {
+			Resolved int64 `json:"resolved"`
+			TimedOut int64 `json:"timeout_events"`
+			InFlight int64 `json:"in_flight"`
+		} `json:"counts"`
+	}
+	list := func(key, path string, hdr http.Header) map[string]view {
+		t.Helper()
+		resp, b := h.doWith("GET", path, "", hdr)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		out := map[string]view{}
+		for _, v := range decode[map[string][]view](t, b)[key] {
+			out[v.Name] = v
+		}
+		return out
+	}
+	acmeTypes := list("intent_types", "/v1/intent-types", bearer(keyAcme))
+	if len(acmeTypes) != 1 || acmeTypes["echo"].Counts.Resolved != 1 || acmeTypes["echo"].Counts.InFlight != 1 || acmeTypes["echo"].Counts.TimedOut != 0 {
+		t.Fatalf("acme's intent types: %+v", acmeTypes)
+	}
+	if a := list("agents", "/v1/agents", bearer(keyAcme)); len(a) != 1 || a["agent-a"].Counts.Resolved != 1 {
+		t.Fatalf("acme's agents: %+v", a)
+	}
+	globexTypes := list("intent_types", "/v1/intent-types", bearer(keyGlobex))
+	if len(globexTypes) != 2 || globexTypes["echo"].Counts.Resolved != 0 || globexTypes["echo"].Counts.InFlight != 0 ||
+		globexTypes["echo"].Counts.TimedOut != 1 || globexTypes["globex-only"].Counts.Resolved != 1 {
+		t.Fatalf("globex's intent types: %+v", globexTypes)
+	}
+	if a := list("agents", "/v1/agents", bearer(keyGlobex)); len(a) != 2 || a["agent-a"].Counts.Resolved != 0 || a["globex-agent"].Counts.Resolved != 1 {
+		t.Fatalf("globex's agents: %+v", a)
+	}
 }

@@ -117,6 +117,7 @@ func (r *Results) lookup(id string) (*schemas.IntentResult, *schemas.IntentTimeo
 	if e, ok := r.byID[id]; ok {
 		res = e.res
 	}
+	r.stats.expire()
 	_, inflight := r.stats.inflight[id]
 	return res, r.timeouts[id], inflight, r.stats.owner[id]
 }

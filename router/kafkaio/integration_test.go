@@ -14,3 +14,11 @@ func TestEnsureTopicsApacheKafka(t *testing.T) {
 	}
 	testEnsureTopics(t, bootstrap)
 }
+
+func TestFollowLiveOpenTransactionApacheKafka(t *testing.T) {
+	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
+	if bootstrap == "" {
+		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
+	}
+	testFollowLiveOpenTransaction(t, bootstrap)
+}

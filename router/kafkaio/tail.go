@@ -92,6 +92,11 @@ func tryStartOffsets(c *kafka.Consumer, topic string, fromBeginning bool) ([]kaf
 	for _, p := range t.Partitions {
 		off := kafka.OffsetBeginning
 		if !fromBeginning {
+			// On this read_committed consumer librdkafka asks ListOffsets
+			// with isolation level read_committed, so "high" is the last
+			// stable offset: records of a transaction open now come after
+			// it and are read once it commits (integration test
+			// TestFollowLiveOpenTransactionApacheKafka).
 			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
 			if err != nil {
 				return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, p.ID, err)
