@@ -105,10 +105,6 @@ func (s *Server) mayCancel(r *http.Request, res *schemas.IntentResult) bool {
 	return visible(principalFrom(r.Context()), res)
 }
 
-func (s *Server) notFoundIntent(w http.ResponseWriter, id string) {
-	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no intent %q", id), "")
-}
-
 // cancelReason reads the optional reason: ?reason=TEXT, else the body
 // {"reason":"TEXT"} (an empty body is no reason). On failure it has
 // answered and returns false.
