@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,11 +62,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.releaseStream(p)
-	conn, err := s.upgrader.Upgrade(w, r, nil)
+	cw := &coalescingWriter{ResponseWriter: w}
+	conn, err := s.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
 		return // the upgrader has answered through upgradeError
 	}
 	c := newWSConn(s, conn)
+	c.out = cw.conn
 	c.sub.scope(p)
 	if !s.track(c) { // Shutdown began during the handshake
 		_ = conn.WriteControl(websocket.CloseMessage,
@@ -163,6 +166,7 @@ func (s *Server) checkConns() {
 type wsConn struct {
 	srv  *Server
 	conn *websocket.Conn
+	out  *coalescingConn // the socket under conn; nil: writes are not gathered
 	sub  *subscriber
 
 	queue chan []byte   // bounded: Config.SendQueue
@@ -304,11 +308,10 @@ func (c *wsConn) writeLoop() {
 				return
 			}
 		case msg := <-c.queue:
-			if err := c.write(websocket.TextMessage, msg); err != nil {
+			if err := c.writeQueued(msg); err != nil {
 				_ = c.conn.Close()
 				return
 			}
-			c.srv.metrics.wsSent.Inc()
 			select {
 			case c.wrote <- struct{}{}:
 			default:
@@ -320,6 +323,45 @@ func (c *wsConn) writeLoop() {
 // write writes one message, marking the write for the keepalive check (which
 // closes the connection if it takes longer than WriteWait: no socket
 // deadlines, so the injected clock rules).
+// writeQueued writes msg and whatever else is queued behind it (up to
+// maxCoalesce bytes) with one write to the socket.
+func (c *wsConn) writeQueued(msg []byte) error {
+	if c.out == nil {
+		if err := c.write(websocket.TextMessage, msg); err != nil {
+			return err
+		}
+		c.srv.metrics.wsSent.Inc()
+		return nil
+	}
+	// Let the fan-out that woke this writer queue what else it is handing
+	// out before gathering: under load one write then carries several
+	// messages; when idle it costs a yield.
+	runtime.Gosched()
+	c.writingSince.Store(c.srv.clock.Now().UnixNano())
+	defer c.writingSince.Store(0)
+	c.out.gather()
+	n := 0
+	for {
+		if err := c.conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+			_ = c.out.flush()
+			return err
+		}
+		n++
+		if c.out.full() {
+			break
+		}
+		select {
+		case msg = <-c.queue:
+			continue
+		default:
+		}
+		break
+	}
+	err := c.out.flush()
+	c.srv.metrics.wsSent.Add(float64(n))
+	return err
+}
+
 func (c *wsConn) write(typ int, msg []byte) error {
 	c.writingSince.Store(c.srv.clock.Now().UnixNano())
 	defer c.writingSince.Store(0)
