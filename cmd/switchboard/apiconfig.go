@@ -27,6 +27,8 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 		MessageRate:             ws.MessageRate,
 		MessageBurst:            ws.MessageBurst,
 		MaxConnectionsPerTenant: ws.MaxConnectionsPerTenant,
+		MaxReplays:              ws.MaxReplays,
+		MaxReplaysPerTenant:     ws.MaxReplaysPerTenant,
 	}
 	if !withAuth {
 		return c, nil

@@ -94,3 +94,23 @@ func TestDevAuthFlagEnforcesTheConfigsAuth(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, errOut.String())
 	}
 }
+
+// Every http.websocket limit reaches the API's configuration.
+func TestWebSocketLimitsReachTheAPI(t *testing.T) {
+	cfg, err := config.Parse("limits.yaml", []byte(`agents: {echo: {}}
+intents: {echo: {agent: echo}}
+http:
+  websocket: {send_queue: 32, max_subscriptions: 7, message_rate: 2.5, message_burst: 4, max_connections_per_tenant: 9, max_replays: 3, max_replays_per_tenant: 1}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := apiConfig(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SendQueue != 32 || c.MaxSubscriptions != 7 || c.MessageRate != 2.5 || c.MessageBurst != 4 ||
+		c.MaxConnectionsPerTenant != 9 || c.MaxReplays != 3 || c.MaxReplaysPerTenant != 1 {
+		t.Fatalf("api config %+v", c)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -73,6 +74,10 @@ type WebSocket struct {
 	MessageRate             float64  `yaml:"message_rate"`
 	MessageBurst            int      `yaml:"message_burst"`
 	MaxConnectionsPerTenant int      `yaml:"max_connections_per_tenant"`
+	// MaxReplays caps the resumes reading history from Kafka at once on one
+	// instance, MaxReplaysPerTenant those of one tenant.
+	MaxReplays          int `yaml:"max_replays"`
+	MaxReplaysPerTenant int `yaml:"max_replays_per_tenant"`
 }
 
 // Limits of secrets read from the environment.
@@ -176,8 +181,13 @@ func (c *Config) validateHTTP() Errors {
 		{"message_rate", ws.MessageRate},
 		{"message_burst", float64(ws.MessageBurst)},
 		{"max_connections_per_tenant", float64(ws.MaxConnectionsPerTenant)},
+		{"max_replays", float64(ws.MaxReplays)},
+		{"max_replays_per_tenant", float64(ws.MaxReplaysPerTenant)},
 	} {
-		if f.v < 0 {
+		switch {
+		case math.IsNaN(f.v) || math.IsInf(f.v, 0):
+			add("must be a number (0 or absent: the default)", "http", "websocket", f.key)
+		case f.v < 0:
 			add("must not be negative (0 or absent: the default)", "http", "websocket", f.key)
 		}
 	}

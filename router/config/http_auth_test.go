@@ -52,7 +52,7 @@ func TestHTTPAuthParsesAndResolves(t *testing.T) {
       tenant_claim: org
       leeway: 30s
     public_paths: [/healthz]
-  websocket: {send_queue: 64, message_rate: 5.5, message_burst: 10, max_connections_per_tenant: 3, ping_period: 5s, pong_wait: 15s}
+  websocket: {send_queue: 64, message_rate: 5.5, message_burst: 10, max_connections_per_tenant: 3, ping_period: 5s, pong_wait: 15s, max_replays: 8, max_replays_per_tenant: 2}
 `
 	env := map[string]string{
 		"SWITCHBOARD_API_KEY_WEB": "sk_web_0123456789abcdef",
@@ -62,7 +62,8 @@ func TestHTTPAuthParsesAndResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTP.Auth.Mode != config.AuthRequired || c.HTTP.WebSocket.MessageRate != 5.5 || c.HTTP.WebSocket.MaxConnectionsPerTenant != 3 {
+	if c.HTTP.Auth.Mode != config.AuthRequired || c.HTTP.WebSocket.MessageRate != 5.5 || c.HTTP.WebSocket.MaxConnectionsPerTenant != 3 ||
+		c.HTTP.WebSocket.MaxReplays != 8 || c.HTTP.WebSocket.MaxReplaysPerTenant != 2 {
 		t.Fatalf("http = %+v", c.HTTP)
 	}
 	r, err := c.ResolveAuth(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, os.ReadFile)
@@ -121,6 +122,8 @@ func TestHTTPAuthErrorsNameFileLineAndKey(t *testing.T) {
 		{"public data path", "http:\n  auth:\n    public_paths: [/healthz, /v1/stream]\n", `http.auth.public_paths.1: "/v1/stream" serves tenants' data and cannot be public`},
 		{"origin", "http:\n  allowed_origins:\n    - app.example.com\n", `sb.yaml:3: http.allowed_origins.0: "app.example.com" is not an origin`},
 		{"negative rate", "http:\n  websocket:\n    message_rate: -1\n", `sb.yaml:3: http.websocket.message_rate: must not be negative`},
+		{"NaN rate", "http:\n  websocket:\n    message_rate: .nan\n", `sb.yaml:3: http.websocket.message_rate: must be a number`},
+		{"negative replays", "http:\n  websocket:\n    max_replays_per_tenant: -2\n", `sb.yaml:3: http.websocket.max_replays_per_tenant: must not be negative`},
 		{"ping after pong", "http:\n  websocket: {ping_period: 1m, pong_wait: 30s}\n", `http.websocket.ping_period: 1m0s is not shorter than pong_wait 30s`},
 	}
 	for _, tc := range cases {
