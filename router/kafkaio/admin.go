@@ -19,7 +19,7 @@ type TopicSpec struct {
 // CreateTopics creates the topics that do not exist yet and returns the names
 // it created. A topic that already exists is not an error.
 func CreateTopics(ctx context.Context, s Settings, specs []TopicSpec) ([]string, error) {
-	cm, err := s.configMap(nil)
+	cm, err := s.adminConfigMap()
 	if err != nil {
 		return nil, err
 	}

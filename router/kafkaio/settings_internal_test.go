@@ -31,3 +31,19 @@ func TestPropertiesGoToTheClientsThatReadThem(t *testing.T) {
 		t.Error("a property was dropped from the client that reads it")
 	}
 }
+
+// Admin clients are producers to librdkafka: consumer properties would log a
+// CONFWARN line each ('topics create', 'serve' checking its topics).
+func TestAdminClientsGetNoConsumerProperties(t *testing.T) {
+	s := Settings{Bootstrap: "b:1", Properties: map[string]string{"heartbeat.interval.ms": "2000", "security.protocol": "SASL_SSL"}}
+	a, err := s.adminConfigMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (*a)["heartbeat.interval.ms"]; ok {
+		t.Error("an admin client got heartbeat.interval.ms")
+	}
+	if (*a)["security.protocol"] != "SASL_SSL" {
+		t.Errorf("an admin client lost a shared property: %v", *a)
+	}
+}

@@ -42,7 +42,7 @@ type existing struct {
 // that exists with another partition count, replication factor, cleanup
 // policy, retention or max.message.bytes is a conflict.
 func EnsureTopics(ctx context.Context, s Settings, plans []config.TopicPlan, create bool) ([]TopicReport, error) {
-	cm, err := s.configMap(nil)
+	cm, err := s.adminConfigMap()
 	if err != nil {
 		return nil, err
 	}
