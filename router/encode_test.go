@@ -105,3 +105,88 @@ topics:
 		}
 	}
 }
+
+// A resolved marker that cannot be encoded (the result could) still leaves
+// the intent resolved: a tombstone replaces the pending record, so that no
+// takeover brings it back, and this instance's dedup window holds it.
+func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte("agents: {one: {}}\nintents: {plain: {agent: one, timeout: 1s}}\ntopics: {partitions: 1}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nowMs = 1_800_000_000_000
+	// A payload that makes the pending record larger than the result.
+	payload := schemas.JSON(`{"text":"` + strings.Repeat("x", 200) + `"}`)
+	plain, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := &schemas.PendingIntent{
+		IntentID: "m-1", IntentType: "plain", Agent: "one", RecordTs: nowMs, ReceivedAt: nowMs, DispatchedAt: nowMs,
+		Deadline: nowMs + 1000, Attempt: 1, Payload: payload,
+	}
+	state, err := plain.Encode(config.DefaultPending, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the pending record (and the smaller result), not for it with
+	// resolved_at and outcome (about 45 bytes more).
+	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(len(state) + 15))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(cfg, codec, m, slog.New(slog.DiscardHandler), nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []*Output
+	e.emit = func(o *Output, _, _ *track) { outs = append(outs, o) }
+	failures := 0
+	e.failed = func(error) { failures++ }
+	e.owns = func(int32) bool { return true }
+	push := func(topic string, rec schemas.Record) {
+		t.Helper()
+		v, err := codec.Encode(topic, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &Record{Topic: topic, Key: []byte("m-1"), Value: v, TimestampMs: nowMs}
+		if topic == config.DefaultRequests {
+			e.onRequest(r, nil, nowMs)
+		} else {
+			e.onResponse(r, nil, nowMs)
+		}
+		e.flush(nowMs)
+	}
+	req := &schemas.IntentRequest{IntentID: "m-1", IntentType: "plain", Payload: payload}
+	push(config.DefaultRequests, req)
+	ok := schemas.JSON(`{}`)
+	push(config.DefaultResponses, &schemas.AgentResponse{RequestID: "m-1", Agent: "one", Status: schemas.StatusOK, Answer: &ok})
+	var results, tombstones, dispatches int
+	for _, o := range outs {
+		switch {
+		case o.Topic == config.DefaultResults:
+			results++
+		case o.Topic == config.DefaultPending && o.Value == nil:
+			tombstones++
+		case o.Topic == "mcp.agent.one.request":
+			dispatches++
+		}
+	}
+	if failures != 1 || results != 1 || tombstones != 1 {
+		t.Fatalf("failures %d, results %d, tombstones %d: want 1 each", failures, results, tombstones)
+	}
+	push(config.DefaultRequests, req) // a duplicate: the window holds the intent
+	for _, o := range outs[len(outs)-1:] {
+		if o.Topic == "mcp.agent.one.request" {
+			t.Fatal("the duplicate was dispatched again")
+		}
+	}
+	if dispatches != 1 || len(e.pending) != 0 {
+		t.Fatalf("dispatches %d, pending %d", dispatches, len(e.pending))
+	}
+}

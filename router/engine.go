@@ -631,8 +631,10 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		rec.ResolvedAt, rec.Outcome = &nowMs, (*string)(&outcome)
 		state, err := e.codec.Encode(e.topics.Pending, rec)
 		if err != nil {
+			// The result is out: remember the resolution here at least, and
+			// tombstone the pending record so that no takeover resurrects it.
 			e.encodeFailed(cause, err)
-			return
+			state, remember = nil, false
 		}
 		e.emit(&Output{Topic: e.topics.Pending, Key: key, Value: state}, cause, nil)
 	}

@@ -34,20 +34,16 @@ var (
 	}
 )
 
-// configMap builds a librdkafka configuration: the pass-through properties
-// first, then what the caller insists on.
-func (s Settings) configMap(owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
-	return s.configMapFor("", owned)
-}
-
 // adminConfigMap is the configuration of an admin client, which librdkafka
 // runs as a producer: consumer properties would each log a CONFWARN line.
 func (s Settings) adminConfigMap() (*kafka.ConfigMap, error) {
 	return s.configMapFor("producer", nil)
 }
 
-// configMapFor is configMap for a kind of client ("producer", "consumer" or
-// "" for both): properties only the other kind reads are left out.
+// configMapFor builds a librdkafka configuration for a kind of client
+// ("producer", "consumer" or "" for both): the pass-through properties first,
+// leaving out those only the other kind reads, then what the caller insists
+// on.
 func (s Settings) configMapFor(kind string, owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
 	cm := kafka.ConfigMap{
 		"bootstrap.servers": s.Bootstrap,
