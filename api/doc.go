@@ -10,6 +10,10 @@
 //     Idempotent by Idempotency-Key or intent_id (idempotency.go).
 //   - GET /v1/intents/{id}: the result and timeline of an intent this
 //     instance has seen (timeline.go).
+//   - DELETE /v1/intents/{id}: publish a cancel record for a pending intent
+//     (cancel.go).
+//   - GET /v1/contexts/{entity_id}: the context snapshot held for an entity
+//     (contexts.go).
 //   - GET /v1/stream: a WebSocket on which a client subscribes to results by
 //     intent id, session id or intent type and receives each matching result
 //     and timeout event as one JSON text message carrying a resume cursor;
