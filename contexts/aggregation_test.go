@@ -145,14 +145,18 @@ func TestAggregationPublishesClosedWindows(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every millisecond for up to 10s.
+// waitFor checks cond every millisecond until it holds, for up to 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 }

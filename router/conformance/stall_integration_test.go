@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
+	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -143,15 +144,27 @@ func TestStallAndRecover(t *testing.T) {
 		e.publish(req, time.Time{})
 		sent = append(sent, req.IntentID)
 	}
+	// The load is open loop: one intent per tick, whatever the router does.
+	pace := func(every time.Duration) *time.Ticker { return time.NewTicker(every) }
 	waitFor := func(what string, within time.Duration, cond func() bool) {
 		t.Helper()
+		tick := pace(25 * time.Millisecond)
+		defer tick.Stop()
 		deadline := time.Now().Add(within)
 		for !cond() {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				t.Fatalf("%s: not within %s", what, within)
 			}
 			send()
-			time.Sleep(25 * time.Millisecond)
+			<-tick.C
+		}
+	}
+	sendFor := func(n int, every time.Duration) {
+		tick := pace(every)
+		defer tick.Stop()
+		for range n {
+			send()
+			<-tick.C
 		}
 	}
 	answeredSince := func(from int) bool { // an intent sent from index from on was answered
@@ -172,30 +185,21 @@ func TestStallAndRecover(t *testing.T) {
 
 	// Healthy: once the agent has joined its group, intents are answered.
 	waitFor("the agent answers", 30*time.Second, func() bool { return answeredSince(0) && circuit() == "closed" })
-	for range 20 {
-		send()
-		time.Sleep(10 * time.Millisecond)
-	}
+	sendFor(20, 10*time.Millisecond)
 
 	// Stalled: timeouts, then the circuit opens, and stays open or
 	// half-open (probes time out too) while the stall lasts.
 	stalled.Store(true)
 	stallFrom, stallMark := len(sent), mark()
 	waitFor("the breaker opens", 10*time.Second, func() bool { return sawStateSince(stallMark, "open") })
-	for range 80 { // 2s: open_for passes, a probe goes and fails
-		send()
-		time.Sleep(25 * time.Millisecond)
-	}
+	sendFor(80, 25*time.Millisecond) // 2s: open_for passes, a probe goes and fails
 
 	// Recovered: a probe is answered and the circuit closes.
 	stalled.Store(false)
 	recoverFrom := len(sent)
 	waitFor("the breaker closes", 15*time.Second, func() bool { return circuit() == "closed" })
 	closedFrom := len(sent)
-	for range 20 {
-		send()
-		time.Sleep(10 * time.Millisecond)
-	}
+	sendFor(20, 10*time.Millisecond)
 	stopSampling()
 	<-sampled
 
@@ -241,7 +245,20 @@ func TestStallAndRecover(t *testing.T) {
 			answeredAfterClose++
 		}
 	}
-	time.Sleep(time.Second) // a second result would come within this
+	// A barrier instead of a wait: one more intent per partition. Its result
+	// follows, in its results partition, every result the router wrote
+	// before it for that partition, so a second result of any intent above
+	// has been read once the barrier's has.
+	for p := range int32(e.cfg.Topics.Partitions) {
+		for {
+			req := e.intent("check", `{"barrier":true}`, "")
+			if router.PartitionFor([]byte(req.IntentID), int32(e.cfg.Topics.Partitions)) == p {
+				e.publish(req, time.Time{})
+				e.await(e.results, req.IntentID, nil)
+				break
+			}
+		}
+	}
 	dups := 0
 	for _, id := range sent {
 		if n := e.results.count(id); n != 1 {
