@@ -19,18 +19,9 @@ import (
 // stable offset). It is Tail for readers that need to know when they have
 // seen the past: the context store, the aggregator rebuilding its windows.
 func Follow(ctx context.Context, s Settings, topic string, since time.Time, caughtUp func(), fn func(*router.Record) error) error {
-	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
-		"group.id":             "switchboard-follow-" + tailID(),
-		"enable.auto.commit":   false,
-		"isolation.level":      "read_committed",
-		"enable.partition.eof": true,
-	})
+	c, err := newReader(s, "follow", true, nil)
 	if err != nil {
 		return err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
 	}
 	defer func() { _ = c.Close() }() // nothing to commit
 

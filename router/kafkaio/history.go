@@ -23,7 +23,7 @@ type Offsets map[string][]int64
 // with the start offsets before the first record is handed to fn: every
 // record from them on is handed to fn, in order within a partition.
 func FollowLive(ctx context.Context, s Settings, topics []string, ready func(start Offsets), fn func(*router.Record) error) error {
-	c, err := newReader(s, false)
+	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func offsetsOf(tps []kafka.TopicPartition) []int64 {
 // LowWatermarks returns, for each topic, the first offset each partition
 // still holds.
 func LowWatermarks(ctx context.Context, s Settings, topics []string) (Offsets, error) {
-	c, err := newReader(s, false)
+	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*route
 	if len(assign) == 0 {
 		return nil
 	}
-	c, err := newReader(s, true)
+	c, err := newReader(s, "tail", true, kafka.ConfigMap{"auto.offset.reset": "error"})
 	if err != nil {
 		return err
 	}
@@ -164,28 +164,4 @@ func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*route
 		}
 	}
 	return nil
-}
-
-// newReader returns a consumer that joins no group (Assign only) and reads
-// committed records; for ranges it reports partition ends and fails rather
-// than skip when an offset is out of range.
-func newReader(s Settings, forRange bool) (*kafka.Consumer, error) {
-	owned := kafka.ConfigMap{
-		"group.id":             "switchboard-tail-" + tailID(),
-		"enable.auto.commit":   false,
-		"isolation.level":      "read_committed",
-		"enable.partition.eof": forRange,
-	}
-	if forRange {
-		owned["auto.offset.reset"] = "error"
-	}
-	cm, err := s.configMapFor("consumer", owned)
-	if err != nil {
-		return nil, err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the consumer: %w", err)
-	}
-	return c, nil
 }

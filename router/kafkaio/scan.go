@@ -26,18 +26,9 @@ type Extent struct {
 // wrapped ctx error if ctx ends first, or nil once every partition was read to
 // its end.
 func Scan(ctx context.Context, s Settings, topic string, start func(Extent) (int64, bool), fn func(*router.Record) error) error {
-	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
-		"group.id":             "switchboard-scan-" + tailID(),
-		"enable.auto.commit":   false,
-		"isolation.level":      "read_committed",
-		"enable.partition.eof": true,
-	})
+	c, err := newReader(s, "scan", true, nil)
 	if err != nil {
 		return err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 

@@ -30,20 +30,9 @@ func tailID() string {
 // set, and reads committed records only. ready, if not nil, is called once the
 // start offsets are fixed: a record produced after ready returns will be seen.
 func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, ready func(), fn func(*router.Record) error) error {
-	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
-		// Assign, never Subscribe: the group id is required by the client but
-		// no group is joined and nothing is committed.
-		"group.id":             "switchboard-tail-" + tailID(),
-		"enable.auto.commit":   false,
-		"isolation.level":      "read_committed",
-		"enable.partition.eof": false,
-	})
+	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
 		return err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 

@@ -1,0 +1,33 @@
+package kafkaio
+
+import (
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// newReader returns the consumer Tail, Scan, Follow and the API's feed read
+// with: it is assigned partitions, never joins a group (librdkafka needs a
+// group id all the same: "switchboard-<name>-<random>") and commits nothing,
+// and it reads committed records only. eof asks for end-of-partition events;
+// extra adds settings of the caller's.
+func newReader(s Settings, name string, eof bool, extra kafka.ConfigMap) (*kafka.Consumer, error) {
+	owned := kafka.ConfigMap{
+		"group.id":             "switchboard-" + name + "-" + tailID(),
+		"enable.auto.commit":   false,
+		"isolation.level":      "read_committed",
+		"enable.partition.eof": eof,
+	}
+	for k, v := range extra {
+		owned[k] = v
+	}
+	cm, err := s.configMapFor("consumer", owned)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kafka.NewConsumer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: creating the consumer: %w", err)
+	}
+	return c, nil
+}
