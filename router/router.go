@@ -352,11 +352,11 @@ func (r *Router) handle(ev any) {
 		r.engine.flush(now)
 		r.tr.release(t)
 		if !ev.PolledAt.IsZero() {
-			topic := "responses"
+			o := r.m.responseSeconds
 			if ev.Topic == r.cfg.Topics.Requests {
-				topic = "requests"
+				o = r.m.requestSeconds
 			}
-			r.m.recordSeconds.WithLabelValues(topic).Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
+			o.Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
 		}
 	case EndOfPartition:
 		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
