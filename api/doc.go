@@ -24,7 +24,8 @@
 //   - GET /metrics, /healthz and /readyz.
 //   - [Results]: this instance's bounded memory of recent results, the waiters
 //     of ?wait requests, the live counts, and the fan-out to WebSocket
-//     subscribers.
+//     subscribers, whose frames flush shards write without blocking
+//     (flush.go, sendqueue.go, socket.go).
 //
 // It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
 // [Publisher] that writes to the requests topic and a [History] that replays
@@ -47,5 +48,6 @@
 // Lifecycle: [New] starts nothing. [Server.Run] listens and serves until its
 // context ends or [Server.Shutdown] is called. [Server.Handler] may instead be
 // mounted on a server the caller owns; [Server.Shutdown] must then still be
-// called to close WebSocket connections and stop the keepalive goroutine.
+// called to close WebSocket connections and stop the keepalive and flush
+// goroutines.
 package api

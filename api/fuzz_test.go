@@ -21,7 +21,7 @@ import (
 func newFuzzConn(s *Server) *wsConn {
 	c := &wsConn{
 		srv:        s,
-		queue:      make(chan []byte, s.cfg.SendQueue),
+		queue:      newSendQueue(s.cfg.SendQueue),
 		ping:       make(chan struct{}, 1),
 		slow:       make(chan struct{}),
 		away:       make(chan struct{}),
@@ -79,7 +79,8 @@ func FuzzClientFrame(f *testing.F) {
 			typ = websocket.BinaryMessage
 		}
 		c.receive(typ, data)
-		if n := len(c.queue); n != 1 {
+		answers := c.queue.take(true)
+		if n := len(answers); n != 1 {
 			t.Fatalf("%q: %d answers, want 1", data, n)
 		}
 		var m struct {
@@ -87,7 +88,7 @@ func FuzzClientFrame(f *testing.F) {
 			Subscription json.RawMessage `json:"subscription"`
 			Error        *errorBody      `json:"error"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(<-c.queue))
+		dec := json.NewDecoder(bytes.NewReader(answers[0]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&m); err != nil {
 			t.Fatalf("%q: the answer is not a server message: %v", data, err)

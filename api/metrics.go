@@ -13,6 +13,7 @@ type metrics struct {
 	wsConnections prometheus.Gauge
 	wsSent        prometheus.Counter
 	wsSlow        prometheus.Counter
+	wsHandoffs    prometheus.Counter
 	securityMetrics
 }
 
@@ -39,8 +40,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_ws_slow_client_disconnects_total",
 			Help: "WebSocket clients disconnected (close code 1013) because their send queue was full.",
 		}),
+		wsHandoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_ws_write_handoffs_total",
+			Help: "Writes to a WebSocket client that its socket did not take whole at once (the client reads slower than results arrive), handed from the flush shard to the connection's own writer.",
+		}),
 	}
-	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow}
+	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow, m.wsHandoffs}
 	cs = append(cs, m.collectors()...)
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -290,7 +290,7 @@ func (c *wsConn) flushReplay() {
 		}
 		batch := rs.pending
 		rs.pending = nil
-		if len(batch) == 0 && len(c.queue) <= cap(c.queue)/2 {
+		if len(batch) == 0 && c.queue.len() <= c.queue.max/2 {
 			c.sub.replay = nil
 			r.mu.Unlock()
 			return

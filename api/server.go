@@ -66,6 +66,7 @@ type Server struct {
 	sweeping     bool           // the keepalive goroutine was started
 	sweeperStop  chan struct{}
 	sweeperDone  chan struct{}
+	flush        *flushShards  // write the stream's data frames; started with the keepalive
 	shutdownDone chan struct{} // closed when the first Shutdown returns
 
 	// Resumes replaying history, and by tenant (resume.go; guarded by mu;
@@ -124,6 +125,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		auth:         newAuthenticator(cfg.Auth, o.clock),
 		sweeperStop:  make(chan struct{}),
 		sweeperDone:  make(chan struct{}),
+		flush:        newFlushShards(m.wsSent),
 		shutdownDone: make(chan struct{}),
 	}
 	results.expireInflight(o.clock, s.idem.window)
@@ -378,6 +380,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.sweeperStop)
 	if sweeping {
 		<-s.sweeperDone
+		s.flush.wg.Wait()
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,13 +61,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.releaseStream(p)
-	cw := &coalescingWriter{ResponseWriter: w}
-	conn, err := s.upgrader.Upgrade(cw, r, nil)
+	hw := &hijackRecorder{ResponseWriter: w}
+	conn, err := s.upgrader.Upgrade(hw, r, nil)
 	if err != nil {
 		return // the upgrader has answered through upgradeError
 	}
 	c := newWSConn(s, conn)
-	c.out = cw.conn
+	c.out = hw.socket
+	if c.out.raw != nil { // else the writer goroutine writes everything
+		c.shard = s.flush.pick()
+		c.queue.pinned = false // before any message is queued
+	}
 	c.sub.scope(p)
 	if !s.track(c) { // Shutdown began during the handshake
 		_ = conn.WriteControl(websocket.CloseMessage,
@@ -102,6 +105,7 @@ func (s *Server) track(c *wsConn) bool {
 	if !s.sweeping {
 		s.sweeping = true
 		go s.keepalive()
+		s.flush.start(s.sweeperStop)
 	}
 	return true
 }
@@ -161,15 +165,17 @@ func (s *Server) checkConns() {
 }
 
 // wsConn is one stream connection. The reader (the handler's goroutine) owns
-// the subscriptions; the writer goroutine is the only one that writes data
-// messages; results reach it through queue.
+// the subscriptions; results reach the connection through queue, which a
+// flush shard or, when the client falls behind, the writer goroutine drains
+// (flush.go); the writer goroutine also pings and closes.
 type wsConn struct {
-	srv  *Server
-	conn *websocket.Conn
-	out  *coalescingConn // the socket under conn; nil: writes are not gathered
-	sub  *subscriber
+	srv   *Server
+	conn  *websocket.Conn
+	out   *streamSocket // the socket under conn: data frames go here (flush.go)
+	shard *flushShard   // writes without blocking; nil: the writer goroutine writes
+	sub   *subscriber
 
-	queue chan []byte   // bounded: Config.SendQueue
+	queue *sendQueue    // bounded: Config.SendQueue
 	ping  chan struct{} // buffered 1: keepalive asks for a ping
 	wrote chan struct{} // buffered 1: the writer wrote a message (a resume waits for room)
 
@@ -198,7 +204,7 @@ func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
 	c := &wsConn{
 		srv:        s,
 		conn:       conn,
-		queue:      make(chan []byte, s.cfg.SendQueue),
+		queue:      newSendQueue(s.cfg.SendQueue),
 		ping:       make(chan struct{}, 1),
 		wrote:      make(chan struct{}, 1),
 		slow:       make(chan struct{}),
@@ -223,10 +229,12 @@ func (c *wsConn) deliver(msg []byte) { c.send(msg) }
 // send queues msg for the writer. If the queue is full the client is too
 // slow: it is disconnected with 1013 rather than anyone waiting for it.
 func (c *wsConn) send(msg []byte) {
-	select {
-	case c.queue <- msg:
-	default:
+	ok, dirty := c.queue.push(msg)
+	switch {
+	case !ok:
 		c.markSlow()
+	case dirty:
+		c.shard.add(c)
 	}
 }
 
@@ -248,15 +256,26 @@ func (c *wsConn) markSlow() {
 // A client that takes what is sent is alive, so it counts as seen (the
 // reader, busy replaying, does not read pongs meanwhile).
 func (c *wsConn) sendWait(msg []byte) bool {
-	select {
-	case c.queue <- msg:
-		c.lastSeen.Store(c.srv.clock.Now().UnixNano())
-		return true
-	case <-c.slow:
-	case <-c.away:
-	case <-c.writerDone:
+	for {
+		ok, dirty := c.queue.push(msg)
+		if dirty {
+			c.shard.add(c)
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-c.wrote: // room, perhaps
+		case <-c.slow:
+			return false
+		case <-c.away:
+			return false
+		case <-c.writerDone:
+			return false
+		}
 	}
-	return false
+	c.lastSeen.Store(c.srv.clock.Now().UnixNano())
+	return true
 }
 
 // sendError sends an error message carrying the connection's cursor, in
@@ -275,6 +294,8 @@ func (c *wsConn) goAway() { c.awayOnce.Do(func() { close(c.away) }) }
 // Closing (slow client, shutdown) takes priority over queued messages.
 func (c *wsConn) writeLoop() {
 	defer close(c.writerDone)
+	defer c.stopData()
+	var buf []byte // drain's, kept between drains
 	for {
 		select {
 		case <-c.slow:
@@ -307,73 +328,36 @@ func (c *wsConn) writeLoop() {
 				_ = c.conn.Close()
 				return
 			}
-		case msg := <-c.queue:
-			if err := c.writeQueued(msg); err != nil {
+		case <-c.queue.ready:
+			var err error
+			if buf, err = c.drain(buf); err != nil {
 				_ = c.conn.Close()
 				return
 			}
-			select {
-			case c.wrote <- struct{}{}:
-			default:
-			}
 		}
 	}
 }
 
-// write writes one message, marking the write for the keepalive check (which
+// stopData makes the shard and drain drop data frames from now on.
+func (c *wsConn) stopData() {
+	if c.out != nil {
+		c.out.stop()
+	}
+}
+
+// write writes one control frame, marking the write for the keepalive check (which
 // closes the connection if it takes longer than WriteWait: no socket
 // deadlines, so the injected clock rules).
-// writeQueued writes msg and whatever else is queued behind it (up to
-// maxCoalesce bytes) with one write to the socket.
-func (c *wsConn) writeQueued(msg []byte) error {
-	if c.out == nil {
-		if err := c.write(websocket.TextMessage, msg); err != nil {
-			return err
-		}
-		c.srv.metrics.wsSent.Inc()
-		return nil
-	}
-	// Let the fan-out that woke this writer queue what else it is handing
-	// out before gathering: under load one write then carries several
-	// messages; when idle it costs a yield.
-	runtime.Gosched()
-	c.writingSince.Store(c.srv.clock.Now().UnixNano())
-	defer c.writingSince.Store(0)
-	c.out.gather()
-	n := 0
-	for {
-		if err := c.conn.WriteMessage(websocket.TextMessage, msg); err != nil {
-			_ = c.out.flush()
-			return err
-		}
-		n++
-		if c.out.full() {
-			break
-		}
-		select {
-		case msg = <-c.queue:
-			continue
-		default:
-		}
-		break
-	}
-	err := c.out.flush()
-	c.srv.metrics.wsSent.Add(float64(n))
-	return err
-}
-
 func (c *wsConn) write(typ int, msg []byte) error {
 	c.writingSince.Store(c.srv.clock.Now().UnixNano())
 	defer c.writingSince.Store(0)
-	if typ == websocket.TextMessage {
-		return c.conn.WriteMessage(typ, msg)
-	}
 	return c.conn.WriteControl(typ, msg, time.Time{})
 }
 
 // closeWith sends a close frame and waits for the reader to see the client's
 // answer (or the keepalive check to give up after WriteWait).
 func (c *wsConn) closeWith(code int, reason string) {
+	c.stopData() // no data frame after the close frame
 	c.closingSince.Store(c.srv.clock.Now().UnixNano())
 	if err := c.write(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason)); err != nil {
 		_ = c.conn.Close()

@@ -342,3 +342,37 @@ func TestStreamClosesWith1009OnAnOversizedMessage(t *testing.T) {
 		t.Fatalf("read: %v, want close 1009", err)
 	}
 }
+
+// A client that stops reading while results keep coming gets every one of
+// them, in order, once it reads again: the writes its socket could not take
+// go to the connection's own writer (counted), and later results flow again.
+func TestStreamClientThatFallsBehindGetsEverythingInOrder(t *testing.T) {
+	h := newHarness(t, withCapacity(512))
+	c := h.dial(nil)
+	c.subscribe(`{"session_id":"s"}`)
+
+	// 200 answers of 64 KiB, more than loopback's socket buffers hold, and
+	// fewer than the send queue's 256: nothing may be dropped.
+	const n = 200
+	big := schemas.Ptr(schemas.JSON(`"` + strings.Repeat("x", 64<<10) + `"`))
+	for i := range n {
+		r := result("behind-"+strconv.Itoa(i), "echo", "s")
+		r.Answer = big
+		mustNotBlock(t, "Results.Add", func() { h.results.Add(r) })
+	}
+	eventually(t, "a write handed to the connection's writer", func() bool {
+		return metricValue(t, h.reg, "switchboard_ws_write_handoffs_total") > 0
+	})
+	for i := range n {
+		if m := c.expect("result"); m.Result.IntentID != "behind-"+strconv.Itoa(i) {
+			t.Fatalf("message %d: got %s", i, m.Result.IntentID)
+		}
+	}
+	h.results.Add(result("after", "echo", "s"))
+	if m := c.expect("result"); m.Result.IntentID != "after" {
+		t.Fatalf("after catching up: got %s", m.Result.IntentID)
+	}
+	if got := metricValue(t, h.reg, "switchboard_ws_slow_client_disconnects_total"); got != 0 {
+		t.Fatalf("%v slow-client disconnects, want 0", got)
+	}
+}
