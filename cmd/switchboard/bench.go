@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -42,6 +43,7 @@ type benchOptions struct {
 	payloadBytes int
 	keepTopics   bool
 	cpuProfile   string
+	trace        string
 }
 
 // benchLimit bounds a phase's load: every time the bench keeps is in int32
@@ -106,6 +108,7 @@ broker (no Kafka needed; its CPU then counts as the process's).`, `  switchboard
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 100, "approximate size of each intent's payload, in `bytes`")
 	fs.BoolVar(&o.keepTopics, "keep-topics", false, "leave the bench's topics and consumer groups on the cluster")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the router's load to this `file` (go tool pprof)")
+	fs.StringVar(&o.trace, "trace", "", "write an execution trace of this process during the router's load to this `file` (go tool trace: scheduling latency, GC pauses, blocking)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -377,6 +380,17 @@ func (ph *phase) markStart(now time.Time) {
 		}
 		ph.profile = f
 	}
+	if ph.o.trace != "" && ph.kind == phaseRouter {
+		f, err := os.Create(ph.o.trace)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(ph.stderr, "bench: no execution trace: %v\n", err)
+			return
+		}
+		ph.traceFile = f
+	}
 }
 
 func (ph *phase) markEnd(now time.Time) {
@@ -387,6 +401,13 @@ func (ph *phase) markEnd(now time.Time) {
 			fmt.Fprintf(ph.stderr, "bench: writing the CPU profile: %v\n", err)
 		}
 		ph.profile = nil
+	}
+	if ph.traceFile != nil {
+		trace.Stop()
+		if err := ph.traceFile.Close(); err != nil {
+			fmt.Fprintf(ph.stderr, "bench: writing the execution trace: %v\n", err)
+		}
+		ph.traceFile = nil
 	}
 }
 

@@ -114,6 +114,7 @@ type phase struct {
 	loadStart, loadEnd time.Time // the load window (set by the load)
 	cpuStart, cpuEnd   time.Duration
 	profile            *os.File // --cpuprofile, while the load runs
+	traceFile          *os.File // --trace, while the load runs
 	hostStart, hostEnd hostCPU
 	drainStart         time.Time
 	drainTook          time.Duration
