@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		wsHandoffs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_ws_write_handoffs_total",
-			Help: "Writes to a WebSocket client that its socket did not take whole at once (the client reads slower than results arrive), handed from the flush shard to the connection's own writer.",
+			Help: "Writes to a WebSocket client handed from its flush shard to the connection's own writer: the socket did not take the write whole (the client reads slower than results arrive), or another write to it was under way.",
 		}),
 	}
 	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow, m.wsHandoffs}
