@@ -125,7 +125,7 @@ func (c *wsConn) flushNow(buf []byte) (int, []byte) {
 	for _, msg := range msgs {
 		buf = appendTextFrame(buf, msg)
 	}
-	if len(out.unsent) > 0 { // left by a control frame's failed write
+	if len(out.unsent) > 0 { // the writer has not written it yet: stay behind it
 		out.unsent = append(out.unsent, buf...)
 		c.handOver()
 		return len(msgs), buf

@@ -34,6 +34,7 @@ type metrics struct {
 	transactions    *prometheus.CounterVec
 	commitSeconds   prometheus.Histogram
 	recordSeconds   *prometheus.HistogramVec
+	revokedSkipped  prometheus.Counter
 	// The two series of recordSeconds, resolved once: observed per record.
 	requestSeconds, responseSeconds prometheus.Observer
 	circuitState                    *prometheus.GaugeVec
@@ -99,6 +100,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_records_moved_total", Help: "Records produced with another partitioner than murmur2, moved to the partition their key hashes to.",
 		}, []string{"topic"}),
+		revokedSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_records_skipped_revoked_total", Help: "Records read before their partition was revoked and handled after: skipped, for the partition's new owner reads them again.",
+		}),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_intents_restored_total", Help: "Pending intents restored from the changelog when partitions were taken over.",
 		}),
@@ -141,7 +145,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.recordSeconds,
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
 	} {
 		if err := reg.Register(c); err != nil {

@@ -334,6 +334,15 @@ func (r *Router) handle(ev any) {
 			return // read before the rewind: it will be read again
 		}
 		tp := TopicPartition{ev.Topic, ev.Partition}
+		if !r.assigned[tp] {
+			// Polled before its partition was revoked (the revoke can
+			// overtake records still queued for this loop): the partition's
+			// new owner reads it from the committed offset. Handled here,
+			// a request would become an intent no one else knows this
+			// instance holds, and its timeout a second result.
+			r.m.revokedSkipped.Inc()
+			return
+		}
 		var t *track
 		if r.tx == nil {
 			t = r.tr.begin(tp, ev.Offset)
@@ -359,7 +368,7 @@ func (r *Router) handle(ev any) {
 			o.Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
 		}
 	case EndOfPartition:
-		if ev.Topic == r.cfg.Topics.Responses && !r.discarding {
+		if ev.Topic == r.cfg.Topics.Responses && !r.discarding && r.assigned[TopicPartition(ev)] {
 			r.engine.readToEnd(ev.Partition, now)
 		}
 	case *restored:

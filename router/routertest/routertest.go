@@ -103,6 +103,7 @@ func (s *Source) Poll(timeoutMs int) any {
 			s.queueEnds(ev)
 			hook := s.onRevoke
 			s.mu.Unlock()
+			s.updated.signal() // Pending changed
 			if rv, ok := ev.(router.Revoked); ok {
 				lost := s.AssignmentLost()
 				if hook != nil {
@@ -121,6 +122,13 @@ func (s *Source) Poll(timeoutMs int) any {
 			return nil
 		}
 	}
+}
+
+// Pending returns how many pushed events Poll has not returned yet.
+func (s *Source) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
 }
 
 // Stall keeps the records of a partition (and its end) from being read until
@@ -340,9 +348,32 @@ type Sink struct {
 	acks    chan router.Ack
 	closed  bool
 	changed changes
+	gate    chan struct{} // non-nil: Produce waits for it to close (Block)
+	waiting chan struct{} // closed when a Produce waits at the gate
 }
 
 var _ router.Sink = (*Sink)(nil)
+
+// Block makes the next Produce calls wait until Unblock, which holds the
+// router's event loop in the middle of a record; the returned channel
+// closes once a Produce is waiting.
+func (k *Sink) Block() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.gate, k.waiting = make(chan struct{}), make(chan struct{})
+	return k.waiting
+}
+
+// Unblock lets the waiting and later Produce calls through.
+func (k *Sink) Unblock() {
+	k.mu.Lock()
+	gate := k.gate
+	k.gate = nil
+	k.mu.Unlock()
+	if gate != nil {
+		close(gate)
+	}
+}
 
 // NewSink returns an empty Sink.
 func NewSink() *Sink {
@@ -377,6 +408,16 @@ func (k *Sink) FailTopic(topic string, err error) {
 // Produce implements router.Sink. It copies the output.
 func (k *Sink) Produce(o *router.Output, opaque any) error {
 	k.mu.Lock()
+	if gate := k.gate; gate != nil {
+		select {
+		case <-k.waiting:
+		default:
+			close(k.waiting)
+		}
+		k.mu.Unlock()
+		<-gate
+		k.mu.Lock()
+	}
 	k.outputs = append(k.outputs, *o)
 	a := router.Ack{Opaque: opaque, Err: k.fail[o.Topic]}
 	held := k.hold
