@@ -114,7 +114,7 @@ func (c *wsConn) flushNow(buf []byte) (int, []byte) {
 		return 0, buf
 	}
 	defer out.mu.Unlock()
-	msgs := c.queue.take(false)
+	msgs := c.queue.take()
 	if msgs == nil {
 		return 0, buf // the writer drains this queue now
 	}

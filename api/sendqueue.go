@@ -60,12 +60,12 @@ func (q *sendQueue) signal() {
 	}
 }
 
-// take returns everything queued, or nil if the writer drains the queue and
-// who calls is the shard. Give the slice back with done.
-func (q *sendQueue) take(byWriter bool) [][]byte {
+// take is the shard's: everything queued, or nil if the writer drains the
+// queue. Give the slice back with done.
+func (q *sendQueue) take() [][]byte {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !byWriter && (q.writer || q.pinned) {
+	if q.writer || q.pinned {
 		return nil
 	}
 	return q.swapLocked()

@@ -19,7 +19,7 @@ func TestSendQueueOwnership(t *testing.T) {
 	if ok, dirty := q.push(msg); !ok || dirty || !ready(q) {
 		t.Fatalf("pinned push: ok %v, dirty %v, or no ready signal", ok, dirty)
 	}
-	if got := q.take(false); got != nil {
+	if got := q.take(); got != nil {
 		t.Fatalf("the shard took %d messages from a pinned queue", len(got))
 	}
 
@@ -31,7 +31,7 @@ func TestSendQueueOwnership(t *testing.T) {
 	if _, dirty := q.push(msg); dirty {
 		t.Fatal("a second message made the connection dirty again")
 	}
-	if got := q.take(false); len(got) != 2 {
+	if got := q.take(); len(got) != 2 {
 		t.Fatalf("the shard took %d messages, want 2", len(got))
 	}
 	if _, dirty := q.push(msg); !dirty {
@@ -47,7 +47,7 @@ func TestSendQueueOwnership(t *testing.T) {
 	if !ready(q) {
 		t.Fatal("handOver did not wake the writer")
 	}
-	if got := q.take(false); got != nil {
+	if got := q.take(); got != nil {
 		t.Fatal("the shard took from a queue handed to the writer")
 	}
 	if got := q.takeOrRelease(); len(got) != 3 {

@@ -45,22 +45,7 @@ topics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(len(state) - 200))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(cfg, codec, m, slog.New(slog.DiscardHandler), nowMs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outs []*Output
-	e.emit = func(o *Output, _, _ *track) { outs = append(outs, o) }
-	e.failed = func(error) {}
-	e.owns = func(int32) bool { return true }
+	e, codec, outs := limitedEngine(t, cfg, len(state)-200, nowMs)
 	e.rnd = func(int64) int64 { return 0 }
 	request := func(req *schemas.IntentRequest) {
 		t.Helper()
@@ -73,7 +58,7 @@ topics:
 	}
 	result := func(id string) *schemas.IntentResult {
 		t.Helper()
-		for _, o := range outs {
+		for _, o := range *outs {
 			if o.Topic == config.DefaultResults && string(o.Key) == id {
 				var res schemas.IntentResult
 				if err := codec.Decode(o.Value, &res); err != nil {
@@ -99,7 +84,7 @@ topics:
 	if a.inFlight != 1 || a.queued != 0 || len(e.pending) != 1 || e.pending["s-1"] == nil {
 		t.Fatalf("in flight %d, queued %d, pending %d", a.inFlight, a.queued, len(e.pending))
 	}
-	for _, o := range outs {
+	for _, o := range *outs {
 		if o.Topic == "mcp.agent.one.request" && string(o.Key) != "s-1" {
 			t.Fatalf("%s was sent to its agent", o.Key)
 		}
@@ -131,23 +116,9 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 	}
 	// Room for the pending record (and the smaller result), not for it with
 	// resolved_at and outcome (about 45 bytes more).
-	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(len(state) + 15))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(cfg, codec, m, slog.New(slog.DiscardHandler), nowMs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outs []*Output
-	e.emit = func(o *Output, _, _ *track) { outs = append(outs, o) }
+	e, codec, outs := limitedEngine(t, cfg, len(state)+15, nowMs)
 	failures := 0
 	e.failed = func(error) { failures++ }
-	e.owns = func(int32) bool { return true }
 	push := func(topic string, rec schemas.Record) {
 		t.Helper()
 		v, err := codec.Encode(topic, rec)
@@ -167,7 +138,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 	ok := schemas.JSON(`{}`)
 	push(config.DefaultResponses, &schemas.AgentResponse{RequestID: "m-1", Agent: "one", Status: schemas.StatusOK, Answer: &ok})
 	var results, tombstones, dispatches int
-	for _, o := range outs {
+	for _, o := range *outs {
 		switch {
 		case o.Topic == config.DefaultResults:
 			results++
@@ -181,7 +152,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 		t.Fatalf("failures %d, results %d, tombstones %d: want 1 each", failures, results, tombstones)
 	}
 	push(config.DefaultRequests, req) // a duplicate: the window holds the intent
-	for _, o := range outs[len(outs)-1:] {
+	for _, o := range (*outs)[len(*outs)-1:] {
 		if o.Topic == "mcp.agent.one.request" {
 			t.Fatal("the duplicate was dispatched again")
 		}
@@ -189,4 +160,27 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 	if dispatches != 1 || len(e.pending) != 0 {
 		t.Fatalf("dispatches %d, pending %d", dispatches, len(e.pending))
 	}
+}
+
+// limitedEngine is an engine, owning every partition, whose codec refuses
+// records over maxRecordBytes; what it emits collects in *outs.
+func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs int64) (*engine, *schemas.Codec, *[]*Output) {
+	t.Helper()
+	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(maxRecordBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(cfg, codec, m, slog.New(slog.DiscardHandler), nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := new([]*Output)
+	e.emit = func(o *Output, _, _ *track) { *outs = append(*outs, o) }
+	e.failed = func(error) {}
+	e.owns = func(int32) bool { return true }
+	return e, codec, outs
 }

@@ -369,46 +369,46 @@ func (ph *phase) takeStep() (p99 int64, n uint64) {
 
 func (ph *phase) markStart(now time.Time) {
 	ph.loadStart, ph.cpuStart, ph.hostStart = now, cpuTime(), readHostCPU()
-	if ph.o.cpuProfile != "" && ph.kind == phaseRouter {
-		f, err := os.Create(ph.o.cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(ph.stderr, "bench: no CPU profile: %v\n", err)
-			return
-		}
-		ph.profile = f
-	}
-	if ph.o.trace != "" && ph.kind == phaseRouter {
-		f, err := os.Create(ph.o.trace)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintf(ph.stderr, "bench: no execution trace: %v\n", err)
-			return
-		}
-		ph.traceFile = f
-	}
+	ph.profile = ph.startRecording(ph.o.cpuProfile, "CPU profile", pprof.StartCPUProfile)
+	ph.traceFile = ph.startRecording(ph.o.trace, "execution trace", trace.Start)
 }
 
 func (ph *phase) markEnd(now time.Time) {
 	ph.loadEnd, ph.cpuEnd, ph.hostEnd = now, cpuTime(), readHostCPU()
-	if ph.profile != nil {
-		pprof.StopCPUProfile()
-		if err := ph.profile.Close(); err != nil {
-			fmt.Fprintf(ph.stderr, "bench: writing the CPU profile: %v\n", err)
-		}
-		ph.profile = nil
+	ph.stopRecording(&ph.profile, "CPU profile", pprof.StopCPUProfile)
+	ph.stopRecording(&ph.traceFile, "execution trace", trace.Stop)
+}
+
+// startRecording starts a recording of the router phase's load (--cpuprofile,
+// --trace) into path; nil when there is no path, in the baseline phase, or
+// when it cannot start (said on stderr).
+func (ph *phase) startRecording(path, what string, start func(io.Writer) error) *os.File {
+	if path == "" || ph.kind != phaseRouter {
+		return nil
 	}
-	if ph.traceFile != nil {
-		trace.Stop()
-		if err := ph.traceFile.Close(); err != nil {
-			fmt.Fprintf(ph.stderr, "bench: writing the execution trace: %v\n", err)
+	f, err := os.Create(path)
+	if err == nil {
+		if err = start(f); err != nil {
+			_ = f.Close()
 		}
-		ph.traceFile = nil
 	}
+	if err != nil {
+		fmt.Fprintf(ph.stderr, "bench: no %s: %v\n", what, err)
+		return nil
+	}
+	return f
+}
+
+// stopRecording stops what startRecording started into *f.
+func (ph *phase) stopRecording(f **os.File, what string, stop func()) {
+	if *f == nil {
+		return
+	}
+	stop()
+	if err := (*f).Close(); err != nil {
+		fmt.Fprintf(ph.stderr, "bench: writing the %s: %v\n", what, err)
+	}
+	*f = nil
 }
 
 // progress prints one line: elapsed, rate, sent, results, in flight, p99

@@ -15,7 +15,7 @@ import (
 // needs (it uses Source). A new group starts at the beginning of the topics,
 // so requests written before an agent first joined are not missed.
 func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
-	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
+	c, err := newConsumer(s, "consumer", kafka.ConfigMap{
 		"group.id":             groupID,
 		"auto.offset.reset":    "earliest",
 		"enable.auto.commit":   true,
@@ -24,10 +24,6 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 	})
 	if err != nil {
 		return err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return fmt.Errorf("kafkaio: creating the consumer: %w", err)
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 	if err := c.SubscribeTopics(topics, nil); err != nil {

@@ -1,10 +1,6 @@
 package kafkaio
 
-import (
-	"fmt"
-
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-)
+import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 // newReader returns the consumer Tail, Scan, Follow and the API's feed read
 // with: it is assigned partitions, never joins a group (librdkafka needs a
@@ -21,13 +17,5 @@ func newReader(s Settings, name string, eof bool, extra kafka.ConfigMap) (*kafka
 	for k, v := range extra {
 		owned[k] = v
 	}
-	cm, err := s.configMapFor("consumer", owned)
-	if err != nil {
-		return nil, err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the consumer: %w", err)
-	}
-	return c, nil
+	return newConsumer(s, "consumer", owned)
 }

@@ -72,7 +72,7 @@ func FallbackFeed(s Settings, topic string, codec *schemas.Codec) router.Fallbac
 // readToEnd reads the given partitions of topic from the beginning until
 // each reports its end, without a consumer group.
 func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32, fn func(*kafka.Message)) error {
-	cm, err := s.configMapFor("consumer", kafka.ConfigMap{
+	c, err := newConsumer(s, "restore consumer", kafka.ConfigMap{
 		"group.id":             "switchboard-restore-" + tailID(),
 		"enable.auto.commit":   false,
 		"isolation.level":      "read_committed",
@@ -81,10 +81,6 @@ func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32
 	})
 	if err != nil {
 		return err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return fmt.Errorf("kafkaio: creating the restore consumer: %w", err)
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 	md, err := c.GetMetadata(&topic, false, 10000)

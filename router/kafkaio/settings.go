@@ -76,3 +76,18 @@ var producerSettings = kafka.ConfigMap{
 	"acks":                      "all",
 	"go.delivery.report.fields": "none",
 }
+
+// newConsumer creates a consumer with the pass-through consumer properties
+// and the caller's owned settings; what names it in the error ("consumer",
+// "restore consumer").
+func newConsumer(s Settings, what string, owned kafka.ConfigMap) (*kafka.Consumer, error) {
+	cm, err := s.configMapFor("consumer", owned)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kafka.NewConsumer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: creating the %s: %w", what, err)
+	}
+	return c, nil
+}

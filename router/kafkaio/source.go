@@ -47,13 +47,9 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	if o.InstanceID != "" {
 		owned["group.instance.id"] = o.InstanceID
 	}
-	cm, err := s.configMapFor("consumer", owned)
+	c, err := newConsumer(s, "consumer", owned)
 	if err != nil {
 		return nil, err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the consumer: %w", err)
 	}
 	src := &Source{c: c}
 	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
