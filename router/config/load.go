@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -81,6 +83,12 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, &root, err)
 	}
+	if err := oneDocument(name, data); err != nil {
+		return nil, err
+	}
+	if errs := checkShape(name, &root, reflect.TypeFor[Config]()); len(errs) > 0 {
+		return nil, errs
+	}
 	c := &Config{file: name, root: &root}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -96,6 +104,23 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		return nil, errs
 	}
 	return c, nil
+}
+
+// oneDocument refuses a file holding more than one YAML document: everything
+// after the first '---' would be silently ignored.
+func oneDocument(name string, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		return nil // empty, or a syntax error reported by the caller's parse
+	}
+	switch err := dec.Decode(&second); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return yamlError(name, &first, err)
+	}
+	return Errors{{File: name, Line: second.Line, Msg: "a second YAML document starts here ('---'); Switchboard reads one document per file: merge it into the first or remove the '---'"}}
 }
 
 // Env variables that override the file.
@@ -265,15 +290,10 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		}
 		topics[t.v] = t.key
 	}
-	if c.Topics.Partitions < 1 {
-		add("must be at least 1", "topics", "partitions")
-	}
-	if c.Topics.ReplicationFactor < 1 {
-		add("must be at least 1", "topics", "replication_factor")
-	}
-	if c.Topics.MaxMessageBytes < 1024 {
-		add("must be at least 1024", "topics", "max_message_bytes")
-	}
+	checkRange(add, c.Topics.Partitions, 1, math.MaxInt32, "topics", "partitions")
+	checkRange(add, c.Topics.ReplicationFactor, 1, math.MaxInt16, "topics", "replication_factor")
+	checkRange(add, c.Topics.MaxMessageBytes, 1024, math.MaxInt32, "topics", "max_message_bytes")
+	errs = append(errs, c.validateTopicNames(root)...)
 	errs = append(errs, c.validateOverrides(root)...)
 	errs = append(errs, c.validateHTTP()...)
 	if c.SchemaRegistry.URL != "" && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
@@ -360,6 +380,18 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add(fmt.Sprintf("%q is not a format: use text or json", c.Log.Format), "log", "format")
 	}
 	return errs
+}
+
+// checkRange adds an error when v is outside [lo, hi]: Kafka's partition
+// counts and message sizes are int32, replication factors int16, so a larger
+// number fails only later, at the broker, without a file and line.
+func checkRange(add func(string, ...string), v, lo, hi int, path ...string) {
+	switch {
+	case v < lo:
+		add(fmt.Sprintf("must be at least %d", lo), path...)
+	case v > hi:
+		add(fmt.Sprintf("%d is more than Kafka allows (%d)", v, hi), path...)
+	}
 }
 
 // lineOf finds the line of the key at path, or of its nearest ancestor that
