@@ -73,13 +73,15 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// With ?wait, register the waiter before publishing, so that however
-	// fast the result comes back it finds us.
+	// fast the result comes back it finds us. The intent is the request's
+	// tenant's (the credential's, with authentication on).
+	ik := intentKey{deref(req.Tenant), req.IntentID}
 	var (
 		res *schemas.IntentResult
 		wt  *waiter
 	)
 	if wait > 0 {
-		res, wt = s.awaitVisible(p, req.IntentID)
+		res, wt = s.results.await(ik)
 		defer s.results.release(wt)
 	}
 	if publish {
@@ -92,7 +94,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.results.submitted(req.IntentID, req.IntentType, deref(req.Tenant))
+	s.results.submitted(ik, req.IntentType)
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
 	if wait <= 0 {
 		w.Header().Set("Location", location)
@@ -101,9 +103,6 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	if res == nil {
 		res = s.waitFor(r.Context(), wt, wait)
-	}
-	if !visible(p, res) { // another tenant's intent under the same id
-		res = nil
 	}
 	if res == nil {
 		w.Header().Set("Location", location)
@@ -163,7 +162,7 @@ func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errTrailingData
 			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
+			if errors.As(terr, &mbe) || errors.Is(terr, errBodyTimeout) {
 				err = terr
 			}
 		}
@@ -172,14 +171,11 @@ func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.
 		return &req, true
 	}
 	var (
-		mbe *http.MaxBytesError
 		syn *json.SyntaxError
 		typ *json.UnmarshalTypeError
 	)
 	switch {
-	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
-			fmt.Sprintf("the body is larger than the limit of %d bytes", mbe.Limit), "")
+	case s.writeBodyError(w, err):
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body is empty: expected a JSON object with the intent's fields", "")
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):

@@ -334,3 +334,13 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 	t.Helper()
 	return httptest.NewRequest(method, path, nil)
 }
+
+// blockUntilWaiting returns once the published-th request has been
+// published and a timer waits on the clock: a ?wait request's. (The body's
+// read timer, started earlier, has stopped by then: the body is read
+// before the request is published.)
+func (h *harness) blockUntilWaiting(ctx context.Context, published int) error {
+	h.t.Helper()
+	eventually(h.t, "the request published", func() bool { return len(h.pub.Requests()) >= published })
+	return h.clock.BlockUntilContext(ctx, 1)
+}

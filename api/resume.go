@@ -336,7 +336,7 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 			addIndex(r.byType, f.IntentType, s)
 		}
 		for _, id := range f.IntentIDs {
-			if e, ok := r.byID[id]; ok && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
+			if e := r.storedFor(s, id); e != nil && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
 				continue
 			}
 			s.intents[id] = struct{}{}
@@ -383,7 +383,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !s.admits(res) {
 			return nil
 		}
-		if e, ok := r.byID[res.IntentID]; ok && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
+		if e := r.st.get(keyOf(res)); e != nil && e.res != nil && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
 			return nil
 		}
 		_, match := s.intents[res.IntentID]
