@@ -159,10 +159,9 @@ func (s *Server) claimIdempotency(w http.ResponseWriter, r *http.Request, key st
 		}
 		k = "id:" + req.IntentID
 	}
-	if p := principalFrom(r.Context()); p != nil {
-		// Keys are the caller's: another tenant's same key is another intent.
-		k = p.tenant + "\x00" + k
-	}
+	// Keys are the intent's tenant's (the credential's; the body's with
+	// authentication off): another tenant's same key is another intent.
+	k = deref(req.Tenant) + "\x00" + k
 	id, finish, err := s.idem.claim(r.Context(), k, req.IntentID, explicitID, fp)
 	switch {
 	case errors.Is(err, errIdempotencyMismatch):

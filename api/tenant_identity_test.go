@@ -183,3 +183,30 @@ func TestAuthOffFindsAnyTenantsIntent(t *testing.T) {
 		t.Fatalf("GET X = %d %q, want acme's result", st, got)
 	}
 }
+
+// Idempotency is per tenant: with authentication on, the same explicit id
+// or Idempotency-Key from two tenants is two intents, both published; and
+// without it, the body's tenant (the intent's) tells them apart as well.
+func TestIdempotencyIsPerTenant(t *testing.T) {
+	h := newHarness(t, withAuth(nil))
+	for _, key := range []string{keyAcme, keyGlobex, keyAcme} {
+		hdr := bearer(key)
+		hdr.Set("Idempotency-Key", "k-1")
+		if resp, b := h.doWith("POST", "/v1/intents", `{"intent_id":"X","intent_type":"echo","payload":{}}`, hdr); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", resp.StatusCode, b)
+		}
+	}
+	if n := len(h.pub.Requests()); n != 2 {
+		t.Fatalf("published %d, want 2: one per tenant (acme's repeat publishes nothing)", n)
+	}
+
+	open := newHarness(t)
+	for _, tenant := range []string{"acme", "globex"} {
+		if resp, b := open.do("POST", "/v1/intents", `{"intent_id":"X","intent_type":"echo","payload":{},"tenant":"`+tenant+`"}`); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("auth off, tenant %s: %d %s", tenant, resp.StatusCode, b)
+		}
+	}
+	if n := len(open.pub.Requests()); n != 2 {
+		t.Fatalf("auth off: published %d, want 2", n)
+	}
+}
