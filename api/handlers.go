@@ -1,17 +1,21 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jonboulle/clockwork"
@@ -153,11 +157,27 @@ func parseWait(q url.Values, max time.Duration) (time.Duration, error) {
 // decodeIntent reads the body as one JSON object with the fields of an
 // IntentRequest. On failure it has answered and returns false.
 func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.IntentRequest, bool) {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		if !s.writeBodyError(w, err) {
+			writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body could not be read: "+err.Error(), "")
+		}
+		return nil, false
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would read each bad sequence as U+FFFD, so two
+		// distinct ids would become one.
+		field, code := invalidUTF8Field(raw), codeInvalidIntent
+		if field == "" {
+			code = codeInvalidJSON
+		}
+		writeError(w, http.StatusBadRequest, code, "must be valid UTF-8 (JSON text is)", field)
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var req schemas.IntentRequest
-	err := dec.Decode(&req)
+	err = dec.Decode(&req)
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errTrailingData
@@ -195,6 +215,22 @@ func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.
 }
 
 var errTrailingData = errors.New("the body must hold exactly one JSON object")
+
+// invalidUTF8Field names the first top-level field (in name order) of a JSON
+// object whose value is not valid UTF-8, or "" if none is (the bad bytes
+// are in a name, or raw is not an object).
+func invalidUTF8Field(raw []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !utf8.Valid(m[k]) && utf8.ValidString(k) {
+			return k
+		}
+	}
+	return ""
+}
 
 // jsonKind names the JSON type a Go type decodes from.
 func jsonKind(e *json.UnmarshalTypeError) string {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -363,7 +362,7 @@ func (ev *event) frame(st *store, cursor string) []byte {
 		}
 		return frame("result", cursor, "result", body)
 	}
-	body, err := json.Marshal(ev.timeout)
+	body, err := marshal(ev.timeout)
 	if err != nil {
 		return nil
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -237,7 +236,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 		_ = c.conn.Close()
 		return "failed"
 	}
-	b, _ := json.Marshal(resumedMessage{
+	b, _ := marshal(resumedMessage{
 		Type: "resumed", Cursor: from.max(live).String(),
 		Replayed: replayed, Subscriptions: req.Subscriptions,
 	})
@@ -261,7 +260,7 @@ func (c *wsConn) sendExpired(at, from, earliest Position) {
 		e = from.max(earliest)
 	}
 	c.srv.results.sendTo(c.sub, func(string) []byte {
-		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
+		b, _ := marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
 			Code:     codeCursorExpired,
 			Message:  "part of what the cursor asks for is no longer held; resume from earliest (accepting the gap) or subscribe",
 			Earliest: e.String(),
@@ -400,7 +399,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(res)
+		b, err := marshal(res)
 		if err != nil {
 			return nil
 		}
@@ -420,7 +419,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(t)
+		b, err := marshal(t)
 		if err != nil {
 			return nil
 		}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"container/heap"
-	"encoding/json"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -232,7 +231,7 @@ func sizeOfTimeout(t *schemas.IntentTimeout) int64 {
 // however many subscribers receive it), and counts the encoding in st.
 func (st *store) encoded(e *entry) []byte {
 	if e.body == nil {
-		b, err := json.Marshal(e.res)
+		b, err := marshal(e.res)
 		if err != nil {
 			return nil
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -282,7 +283,7 @@ func (c *wsConn) sendWait(msg []byte) bool {
 // order with its results.
 func (c *wsConn) sendError(code, message string) {
 	c.srv.results.sendTo(c.sub, func(cursor string) []byte {
-		b, _ := json.Marshal(errorMessage{Type: "error", Cursor: cursor, Error: errorBody{Code: code, Message: message}})
+		b, _ := marshal(errorMessage{Type: "error", Cursor: cursor, Error: errorBody{Code: code, Message: message}})
 		return b
 	})
 }
@@ -384,6 +385,10 @@ func (c *wsConn) handle(typ int, data []byte) {
 		c.sendError(codeBadMessage, "messages must be JSON text messages")
 		return
 	}
+	if !utf8.Valid(data) { // encoding/json would collapse bad bytes into U+FFFD
+		c.sendError(codeBadMessage, "messages must be valid UTF-8")
+		return
+	}
 	var m clientMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -413,7 +418,7 @@ func (c *wsConn) handle(typ int, data []byte) {
 			return
 		}
 		err := c.srv.results.subscribe(c.sub, f, c.srv.cfg.MaxSubscriptions, func(cursor string) {
-			ack, _ := json.Marshal(ackMessage{Type: "subscribed", Cursor: cursor, Subscription: f})
+			ack, _ := marshal(ackMessage{Type: "subscribed", Cursor: cursor, Subscription: f})
 			c.send(ack)
 		})
 		if errors.Is(err, errTooManySubscriptions) {
@@ -428,7 +433,7 @@ func (c *wsConn) handle(typ int, data []byte) {
 		}
 		c.srv.results.unsubscribe(c.sub, f)
 		c.srv.results.sendTo(c.sub, func(cursor string) []byte {
-			b, _ := json.Marshal(ackMessage{Type: "unsubscribed", Cursor: cursor, Subscription: f})
+			b, _ := marshal(ackMessage{Type: "unsubscribed", Cursor: cursor, Subscription: f})
 			return b
 		})
 	default:
