@@ -19,6 +19,10 @@ var (
 	// Config.BodyReadTimeout ended (body.go).
 	errBodyTimeout = errors.New("api: request body read timed out")
 
+	// errAborted ends a slow client's writes: its writer closes it with
+	// 1013 (streamSocket.abort).
+	errAborted = errors.New("api: writes to a slow client aborted")
+
 	// errTooManySubscriptions is what a WebSocket client gets when a
 	// subscription would take it over Config.MaxSubscriptions.
 	errTooManySubscriptions = errors.New("too many subscriptions")

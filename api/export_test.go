@@ -23,3 +23,16 @@ func Middleware(s *Server, h http.Handler) http.Handler {
 
 // CheckConns runs the keepalive check once, now.
 func CheckConns(s *Server) { s.checkConns() }
+
+// WriteInProgress reports whether some stream connection's writer is in a
+// blocking write (what the keepalive check times).
+func WriteInProgress(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.writingSince.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
