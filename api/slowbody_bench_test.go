@@ -55,7 +55,9 @@ func BenchmarkSubmitUnderSlowBodies(b *testing.B) {
 			go func() { errc <- srv.Run(ctx) }()
 			defer func() {
 				cancel()
-				<-errc
+				if err := <-errc; err != nil {
+					b.Log(err)
+				}
 			}()
 			select {
 			case <-srv.Ready():
@@ -70,7 +72,7 @@ func BenchmarkSubmitUnderSlowBodies(b *testing.B) {
 				if err != nil {
 					b.Fatalf("slow connection %d: %v", i, err)
 				}
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				auth := ""
 				if i%2 == 0 {
 					auth = "Authorization: Bearer " + key + "\r\n"
