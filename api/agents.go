@@ -63,8 +63,7 @@ type Counts struct {
 type stats struct {
 	all      *tally
 	tenants  map[string]*tally
-	inflight map[string]flight // intents submitted here with no result yet
-	owner    map[string]string // intent id → tenant, of those of them that have one
+	inflight map[intentKey]flight // intents submitted here with no result yet
 
 	// In-flight intents expire ttl after their submission (the router may
 	// drop an intent without a result: a duplicate, say): flights holds
@@ -85,8 +84,8 @@ type flight struct {
 }
 
 type flightRef struct {
-	id string
-	at int64
+	key intentKey
+	at  int64
 }
 
 // tally is the counts of one tenant, or of all.
@@ -123,7 +122,7 @@ const (
 )
 
 func newStats() stats {
-	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[string]flight{}, owner: map[string]string{}, perTenant: map[string]int{}}
+	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[intentKey]flight{}, perTenant: map[string]int{}}
 }
 
 // maxCounted caps the agents and intent types counted: results name them
@@ -154,24 +153,22 @@ func (s *stats) addResult(res *schemas.IntentResult) {
 			c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
 		}
 	}
-	s.land(res.IntentID)
+	s.land(keyOf(res))
 }
 
 // land ends an intent's flight, if it is in flight.
-func (s *stats) land(id string) {
-	f, ok := s.inflight[id]
+func (s *stats) land(k intentKey) {
+	f, ok := s.inflight[k]
 	if !ok {
 		return
 	}
-	tenant := s.owner[id]
-	for _, tl := range s.tallies(tenant) {
+	for _, tl := range s.tallies(k.tenant) {
 		counts(tl.byType, f.intentType).InFlight--
 	}
-	if s.perTenant[tenant]--; s.perTenant[tenant] <= 0 {
-		delete(s.perTenant, tenant)
+	if s.perTenant[k.tenant]--; s.perTenant[k.tenant] <= 0 {
+		delete(s.perTenant, k.tenant)
 	}
-	delete(s.inflight, id)
-	delete(s.owner, id)
+	delete(s.inflight, k)
 }
 
 // expire ends the flights submitted more than ttl ago, and drops the
@@ -182,8 +179,8 @@ func (s *stats) expire() {
 		n := 0
 		for ; n < len(s.flights) && s.flights[n].at <= cut; n++ {
 			ref := s.flights[n]
-			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
-				s.land(ref.id)
+			if f, ok := s.inflight[ref.key]; ok && f.at == ref.at {
+				s.land(ref.key)
 			}
 		}
 		s.flights = s.flights[n:]
@@ -191,7 +188,7 @@ func (s *stats) expire() {
 	if len(s.flights) > 2*len(s.inflight)+1024 {
 		kept := make([]flightRef, 0, len(s.inflight))
 		for _, ref := range s.flights {
-			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+			if f, ok := s.inflight[ref.key]; ok && f.at == ref.at {
 				kept = append(kept, ref)
 			}
 		}
@@ -218,28 +215,26 @@ func (s *stats) addTimeout(t *schemas.IntentTimeout) {
 	}
 }
 
-// submitted counts an intent published through this instance as in flight
-// until its result arrives. tenant is the intent's ("" for none).
-func (r *Results) submitted(id, intentType, tenant string) {
+// submitted counts an intent (tenant and id) published through this
+// instance as in flight until its result arrives.
+func (r *Results) submitted(k intentKey, intentType string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, done := r.byID[id]; done {
+	if e := r.st.get(k); e != nil && e.res != nil {
 		return
 	}
 	r.stats.expire()
-	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
+	tenant := k.tenant
+	if _, ok := r.stats.inflight[k]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
 		return
 	}
 	var at int64
 	if r.stats.clock != nil {
 		at = r.stats.clock.Now().UnixNano()
 	}
-	r.stats.inflight[id] = flight{intentType: intentType, at: at}
-	r.stats.flights = append(r.stats.flights, flightRef{id: id, at: at})
+	r.stats.inflight[k] = flight{intentType: intentType, at: at}
+	r.stats.flights = append(r.stats.flights, flightRef{key: k, at: at})
 	r.stats.perTenant[tenant]++
-	if tenant != "" {
-		r.stats.owner[id] = tenant
-	}
 	for _, tl := range r.stats.tallies(tenant) {
 		counts(tl.byType, intentType).InFlight++
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
@@ -186,6 +188,11 @@ func (a *authenticator) checkJWT(token string) (*principal, *authError) {
 	}
 	claims := jwt.MapClaims{}
 	_, err := a.jwt.ParseWithClaims(token, claims, a.key)
+	if err == nil || errors.Is(err, jwt.ErrTokenInvalidClaims) { // the signature held
+		if name := badNumericDate(claims); name != "" {
+			return nil, unauthorized(codeInvalidToken, "the token's %s is not a NumericDate between 1970 and 9999", name)
+		}
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, jwt.ErrTokenExpired):
@@ -226,4 +233,36 @@ func (a *authenticator) key(t *jwt.Token) (any, error) {
 		}
 	}
 	return nil, jwt.ErrTokenUnverifiable
+}
+
+// maxNumericDate is 9999-12-31T23:59:59Z in seconds: beyond it a
+// NumericDate overflows time arithmetic (exp: 1e300 would read as long
+// past, and be reported as expired rather than invalid).
+const maxNumericDate = 253402300799
+
+// badNumericDate names the first of exp, nbf and iat that is present but
+// not a number of seconds from 0 to maxNumericDate, or returns "".
+func badNumericDate(c jwt.MapClaims) string {
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		v, ok := c[name]
+		if !ok {
+			continue
+		}
+		var f float64
+		switch n := v.(type) {
+		case float64:
+			f = n
+		case json.Number:
+			var err error
+			if f, err = n.Float64(); err != nil {
+				return name
+			}
+		default:
+			return name
+		}
+		if math.IsNaN(f) || f < 0 || f > maxNumericDate {
+			return name
+		}
+	}
+	return ""
 }

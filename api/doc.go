@@ -22,10 +22,14 @@
 //   - GET /v1/agents, /v1/intent-types (agents.go), /v1/openapi.json
 //     (openapi.go), the console at / (console.go, console/).
 //   - GET /metrics, /healthz and /readyz.
-//   - [Results]: this instance's bounded memory of recent results, the waiters
-//     of ?wait requests, the live counts, and the fan-out to WebSocket
-//     subscribers, whose frames flush shards write without blocking
-//     (flush.go, sendqueue.go, socket.go).
+//   - [Results]: this instance's memory of recent intents, known by
+//     (tenant, intent id) and bounded by count and bytes with eviction fair
+//     between tenants (store.go), the waiters of ?wait requests, the live
+//     counts, and the fan-out to WebSocket subscribers, whose frames flush
+//     shards write without blocking (flush.go, sendqueue.go, socket.go).
+//   - The bounds of every request: body size and read time on the injected
+//     clock, no waiting for a body an answer does not need (body.go);
+//     header size and time, idle connections (http.Server, set by Run).
 //
 // It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
 // [Publisher] that writes to the requests topic and a [History] that replays
@@ -35,9 +39,10 @@
 //
 // It owns authentication and tenants ([AuthConfig]: API keys and JWTs, the
 // browser origin allowlist and CORS, 401/403 answers; a credential's tenant
-// scopes what it submits, reads, cancels and streams) and the stream's limits
-// (send queue, keepalive, read size, message rate, subscriptions per
-// connection, connections per tenant; see limits.go). It does not own where
+// scopes what it submits, reads, cancels and streams: tenant.go) and the
+// stream's limits (send queue in messages and bytes, keepalive, read size,
+// message rate, subscriptions per connection, connections per tenant; see
+// limits.go). It does not own where
 // secrets come from: the caller resolves them (cmd/switchboard reads the
 // environment).
 //

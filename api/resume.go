@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -237,7 +236,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 		_ = c.conn.Close()
 		return "failed"
 	}
-	b, _ := json.Marshal(resumedMessage{
+	b, _ := marshal(resumedMessage{
 		Type: "resumed", Cursor: from.max(live).String(),
 		Replayed: replayed, Subscriptions: req.Subscriptions,
 	})
@@ -261,7 +260,7 @@ func (c *wsConn) sendExpired(at, from, earliest Position) {
 		e = from.max(earliest)
 	}
 	c.srv.results.sendTo(c.sub, func(string) []byte {
-		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
+		b, _ := marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
 			Code:     codeCursorExpired,
 			Message:  "part of what the cursor asks for is no longer held; resume from earliest (accepting the gap) or subscribe",
 			Earliest: e.String(),
@@ -336,7 +335,7 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 			addIndex(r.byType, f.IntentType, s)
 		}
 		for _, id := range f.IntentIDs {
-			if e, ok := r.byID[id]; ok && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
+			if e := r.storedFor(s, id); e != nil && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
 				continue
 			}
 			s.intents[id] = struct{}{}
@@ -383,7 +382,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !s.admits(res) {
 			return nil
 		}
-		if e, ok := r.byID[res.IntentID]; ok && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
+		if e := r.st.get(keyOf(res)); e != nil && e.res != nil && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
 			return nil
 		}
 		_, match := s.intents[res.IntentID]
@@ -400,7 +399,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(res)
+		b, err := marshal(res)
 		if err != nil {
 			return nil
 		}
@@ -420,7 +419,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(t)
+		b, err := marshal(t)
 		if err != nil {
 			return nil
 		}

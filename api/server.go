@@ -145,6 +145,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		Handler:           s.router,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -154,7 +155,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 // /metrics and the console).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer, s.guard)
+	r.Use(s.observe, s.limitBody, s.recoverer, s.guard)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)

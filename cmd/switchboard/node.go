@@ -141,7 +141,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	if err != nil {
 		return nil, err
 	}
-	n.results = api.NewResults(cfg.HTTP.Results)
+	n.results = api.NewResults(cfg.HTTP.Results, api.WithResultsMaxBytes(cfg.HTTP.ResultsMaxBytes))
 	n.feed = &resultsFeed{
 		kafka: n.kafka, codec: codec, results: n.results, log: log,
 		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,

@@ -245,10 +245,10 @@ func testStreamResumeAcrossInstances(t *testing.T, bootstrap string, total int) 
 	eventually(t, "both instances to hold every result", func() bool {
 		for i := range total {
 			id := fmt.Sprintf("s-%05d", i)
-			if _, ok := resA.Get(id); !ok {
+			if _, ok := resA.Get("", id); !ok {
 				return false
 			}
-			if _, ok := resB.Get(id); !ok {
+			if _, ok := resB.Get("", id); !ok {
 				return false
 			}
 		}

@@ -218,6 +218,16 @@ type HTTP struct {
 	// Results is how many recent results each instance keeps for lookups.
 	// Default 100,000.
 	Results int `yaml:"results"`
+	// ResultsMaxBytes bounds those results in bytes, fairly between tenants
+	// (see the README's Security section). 0: the API's default (128 MiB).
+	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
+	// MaxBodyBytes, MaxHeaderBytes, ReadHeaderTimeout, BodyReadTimeout and
+	// IdleTimeout bound requests (http_limits.go). 0: the API's defaults.
+	MaxBodyBytes      int64    `yaml:"max_body_bytes"`
+	MaxHeaderBytes    int      `yaml:"max_header_bytes"`
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	BodyReadTimeout   Duration `yaml:"body_read_timeout"`
+	IdleTimeout       Duration `yaml:"idle_timeout"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`

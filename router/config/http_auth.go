@@ -66,6 +66,7 @@ type JWT struct {
 // Zero values take the API's defaults (see the README).
 type WebSocket struct {
 	SendQueue               int      `yaml:"send_queue"`
+	SendQueueBytes          int      `yaml:"send_queue_bytes"`
 	PingPeriod              Duration `yaml:"ping_period"`
 	PongWait                Duration `yaml:"pong_wait"`
 	WriteWait               Duration `yaml:"write_wait"`
@@ -176,6 +177,7 @@ func (c *Config) validateHTTP() Errors {
 		v   float64
 	}{
 		{"send_queue", float64(ws.SendQueue)},
+		{"send_queue_bytes", float64(ws.SendQueueBytes)},
 		{"max_message_bytes", float64(ws.MaxMessageBytes)},
 		{"max_subscriptions", float64(ws.MaxSubscriptions)},
 		{"message_rate", ws.MessageRate},
@@ -194,7 +196,7 @@ func (c *Config) validateHTTP() Errors {
 	if ws.PingPeriod > 0 && ws.PongWait > 0 && ws.PingPeriod >= ws.PongWait {
 		add(fmt.Sprintf("%s is not shorter than pong_wait %s", ws.PingPeriod, ws.PongWait), "http", "websocket", "ping_period")
 	}
-	return errs
+	return append(errs, c.validateHTTPLimits()...)
 }
 
 // ErrorAt returns a configuration error at the key path (numbers index
