@@ -19,9 +19,11 @@ func TestAgentsShowLag(t *testing.T) {
 	})), withOption(api.WithAgentLag(func(a string) any {
 		switch a {
 		case "echo":
-			return lag.AgentLag{Agent: a, GroupID: "switchboard-agent-echo", State: lag.StateStable, Members: 2, Records: 7000,
+			return lag.AgentLag{
+				Agent: a, GroupID: "switchboard-agent-echo", State: lag.StateStable, Members: 2, Records: 7000,
 				OldestAge: 90 * time.Second, HasAge: true, SampledAt: at,
-				Partitions: []lag.PartitionLag{{Partition: 0, Committed: 10, End: 7010, Records: 7000}}}
+				Partitions: []lag.PartitionLag{{Partition: 0, Committed: 10, End: 7010, Records: 7000}},
+			}
 		case "ghost":
 			return lag.AgentLag{Agent: a, GroupID: "switchboard-agent-ghost", State: lag.StateMissing, SampledAt: at}
 		}
