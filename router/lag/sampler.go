@@ -295,6 +295,9 @@ func (s *Sampler) Shutdown(ctx context.Context) error {
 // sample measures every group once and publishes the result, unless ctx
 // ended meanwhile (a sample cut short by Shutdown is not an error).
 func (s *Sampler) sample(ctx context.Context) {
+	if len(s.groups) == 0 {
+		return
+	}
 	now := s.clock.Now()
 	out := make(map[string]AgentLag, len(s.groups))
 	failAll := func(err error) {
