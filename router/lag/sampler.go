@@ -420,11 +420,17 @@ func (s *Sampler) publish(out map[string]AgentLag) {
 		if was.State == now.State {
 			continue
 		}
+		// At start agents may join after the router: their group's first
+		// state is news, not a warning (the alerts wait minutes anyway).
+		warn := s.log.Warn
+		if was.State == StateUnknown {
+			warn = s.log.Info
+		}
 		switch now.State {
 		case StateMissing:
-			s.log.Warn("agent's consumer group does not exist: nobody has consumed its requests", "agent", g.Agent, "group", g.GroupID, "topic", g.Topic)
+			warn("agent's consumer group does not exist: nobody has consumed its requests", "agent", g.Agent, "group", g.GroupID, "topic", g.Topic)
 		case StateEmpty:
-			s.log.Warn("agent's consumer group has no members: nobody consumes its requests", "agent", g.Agent, "group", g.GroupID)
+			warn("agent's consumer group has no members: nobody consumes its requests", "agent", g.Agent, "group", g.GroupID)
 		case StateError:
 			s.log.Warn("sampling an agent's lag failed", "agent", g.Agent, "group", g.GroupID, "error", now.Err)
 		default:
