@@ -40,6 +40,7 @@ func NewLagAdmin(s Settings) (*LagAdmin, error) {
 		"fetch.message.max.bytes":    4096,
 		"queued.min.messages":        1,
 		"queued.max.messages.kbytes": 64,
+		"fetch.queue.backoff.ms":     1, // the default (1 s) would hold the next read of a partition it read
 	})
 	if err != nil {
 		a.Close()
