@@ -46,6 +46,11 @@ func WithCatalog(c Catalog) Option { return func(o *options) { o.catalog = c } }
 // left out.
 func WithAgentState(f func(agent string) any) Option { return func(o *options) { o.agentState = f } }
 
+// WithAgentLag adds f(agent) as the "lag" of each agent in GET /v1/agents:
+// how far its consumer group is behind its topic (router/lag's AgentLag).
+// f must be quick and safe for concurrent use; nil results are left out.
+func WithAgentLag(f func(agent string) any) Option { return func(o *options) { o.agentLag = f } }
+
 // Counts are the live counts of an agent or intent type, from the results
 // and timeouts this instance has read since it started, and the intents
 // submitted through it that have no result yet.
@@ -273,6 +278,7 @@ type agentView struct {
 	Configured bool   `json:"configured"`
 	Counts     Counts `json:"counts"`
 	State      any    `json:"state,omitempty"`
+	Lag        any    `json:"lag,omitempty"`
 }
 
 type intentTypeView struct {
@@ -301,6 +307,11 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	if s.agentState != nil {
 		for i := range out {
 			out[i].State = s.agentState(out[i].Name)
+		}
+	}
+	if s.agentLag != nil {
+		for i := range out {
+			out[i].Lag = s.agentLag(out[i].Name)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": out})

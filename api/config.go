@@ -248,6 +248,7 @@ type options struct {
 	history    History
 	catalog    Catalog
 	agentState func(agent string) any
+	agentLag   func(agent string) any
 
 	idempotencyWindow time.Duration
 }

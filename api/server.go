@@ -42,6 +42,7 @@ type Server struct {
 	history    History      // nil: no resume
 	catalog    Catalog
 	agentState func(string) any
+	agentLag   func(string) any
 	idem       *idempotency
 	front      *frontMetrics
 	metrics    *metrics
@@ -116,6 +117,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		history:      o.history,
 		catalog:      o.catalog,
 		agentState:   o.agentState,
+		agentLag:     o.agentLag,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
 		front:        fm,

@@ -190,3 +190,15 @@ func (m *metrics) forRoute(intentType, agent string) *routeMetrics {
 	}
 	return rm
 }
+
+// registerPendingLimit exports router.max_pending beside
+// switchboard_intents_pending, so that an alert or a dashboard can say how
+// near the router is to pausing its intake.
+func registerPendingLimit(reg prometheus.Registerer, limit int) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_intents_pending_limit",
+		Help: "router.max_pending: at this many pending intents the router pauses fetching requests (and resumes below 90% of it).",
+	})
+	g.Set(float64(limit))
+	return reg.Register(g)
+}

@@ -160,6 +160,9 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	if err != nil {
 		return nil, fmt.Errorf("router: registering metrics: %w", err)
 	}
+	if err := registerPendingLimit(o.reg, cfg.Router.MaxPending); err != nil {
+		return nil, fmt.Errorf("router: registering metrics: %w", err)
+	}
 	r.m = m
 	r.setHealth(ErrNotStarted)
 	e, err := newEngine(cfg, codec, m, o.log, o.clock.Now().UnixMilli())

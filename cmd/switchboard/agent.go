@@ -13,6 +13,8 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 Run a demo agent: it reads AgentRequest records from its topic and answers
 each with {"agent": N, "echo": <payload>} on the responses topic, after
 --delay, failing a fraction --error-rate of intents with a retryable error.
+It joins the agent's consumer group (agents.<name>.group_id, default
+switchboard-agent-<name>), whose lag the router reports.
 It is also a working example of an agent (intents/client in Go; the README
 shows the same in a few lines of Python and kcat).`, `  switchboard agent --name echo
   switchboard agent --name slow --delay 1s --error-rate 0.1`, stderr)
@@ -41,14 +43,16 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 	if err != nil {
 		return err
 	}
-	if *topic == "" {
-		if a := cfg.Agents[*name]; a != nil {
+	group := "" // the client's default, switchboard-agent-<name>
+	if a := cfg.Agents[*name]; a != nil {
+		group = a.GroupID
+		if *topic == "" {
 			*topic = a.Topic
 		}
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	a, err := client.NewAgent(client.AgentConfig{
-		Name: *name, Topic: *topic, ResponsesTopic: cfg.Topics.Responses, Concurrency: *concurrency,
+		Name: *name, Topic: *topic, GroupID: group, ResponsesTopic: cfg.Topics.Responses, Concurrency: *concurrency,
 		Kafka: c.settings(cfg, "switchboard-agent-"+*name), Codec: codec, Logger: log,
 	}, client.DemoHandler(*name, *delay, *errorRate, nil))
 	if err != nil {

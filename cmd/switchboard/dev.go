@@ -110,7 +110,7 @@ and JWTs locally.`, `  switchboard dev
 				delay = slowDelay
 			}
 			a, err := client.NewAgent(client.AgentConfig{
-				Name: name, Topic: cfg.Agents[name].Topic, ResponsesTopic: cfg.Topics.Responses,
+				Name: name, Topic: cfg.Agents[name].Topic, GroupID: cfg.Agents[name].GroupID, ResponsesTopic: cfg.Topics.Responses,
 				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
 			}, client.DemoHandler(name, delay, 0, nil))
 			if err != nil {

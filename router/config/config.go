@@ -97,6 +97,11 @@ type Agent struct {
 	// Topic the agent consumes its requests from. Default
 	// "mcp.agent.<name>.request".
 	Topic string `yaml:"topic"`
+	// GroupID is the consumer group the agent's instances share: the router
+	// reports its lag (AgentRequests not yet consumed). Default
+	// "switchboard-agent-<name>", the group 'switchboard agent' and the Go
+	// client (intents/client) join.
+	GroupID string `yaml:"group_id"`
 	// Encoding of the requests written to Topic: "avro", "json", or empty for
 	// the default.
 	Encoding string `yaml:"encoding"`
@@ -208,6 +213,10 @@ type Router struct {
 	DedupWindow Duration `yaml:"dedup_window"`
 	// FallbackCacheSize bounds the fallback cache's entries. Default 100,000.
 	FallbackCacheSize int `yaml:"fallback_cache_size"`
+	// LagInterval is how often each instance samples its agents' consumer
+	// lag, and how often its consumer reports its own (librdkafka's
+	// statistics.interval.ms). Default 15s, at least 1s.
+	LagInterval Duration `yaml:"lag_interval"`
 }
 
 // HTTP is the API's listener.

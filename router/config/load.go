@@ -177,6 +177,10 @@ const (
 	DefaultMaxPending  = 1_000_000
 	DefaultCacheSize   = 100_000
 	DefaultResultsKept = 100_000
+	// DefaultAgentGroupPrefix + the agent's name is an agent's consumer
+	// group unless agents.<name>.group_id says otherwise.
+	DefaultAgentGroupPrefix = "switchboard-agent-"
+	DefaultLagInterval      = 15 * 1e9
 )
 
 func (c *Config) setDefaults() {
@@ -216,6 +220,7 @@ func (c *Config) setDefaults() {
 	defI(&c.Router.MaxPending, DefaultMaxPending)
 	defD(&c.Router.DedupWindow, Duration(10*60e9))
 	defI(&c.Router.FallbackCacheSize, DefaultCacheSize)
+	defD(&c.Router.LagInterval, Duration(DefaultLagInterval))
 	def(&c.HTTP.Listen, DefaultListen)
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
@@ -229,6 +234,7 @@ func (c *Config) setDefaults() {
 		}
 		a.Name = name
 		def(&a.Topic, "mcp.agent."+name+".request")
+		def(&a.GroupID, DefaultAgentGroupPrefix+name)
 	}
 	for name, it := range c.Intents {
 		if it == nil {
@@ -312,6 +318,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			add(fmt.Sprintf("topic %q is already used by %s", a.Topic, other), "agents", name, "topic")
 		}
 		topics[a.Topic] = "agents." + name
+		if a.GroupID == c.Kafka.GroupID {
+			add(fmt.Sprintf("%q is the router's group (kafka.group_id): an agent needs a group of its own", a.GroupID), "agents", name, "group_id")
+		}
 		switch a.Encoding {
 		case EncodingDefault, EncodingJSON:
 		case EncodingAvro:
@@ -366,6 +375,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	}
 	if c.Router.MaxPending < 1 {
 		add("must be at least 1", "router", "max_pending")
+	}
+	if c.Router.LagInterval.D() < 1e9 {
+		add("must be at least 1s", "router", "lag_interval")
 	}
 	c.validatePressure(add)
 	c.validateContexts(add)
