@@ -100,6 +100,9 @@ type Router struct {
 	txOpen     bool                     // exactly_once: a transaction holds outputs
 	dirty      bool                     // exactly_once: positions moved since the last commit
 	lastCommit int64
+	// exactly_once: what the open transaction holds, for the batch-size
+	// histograms: records consumed and outputs produced since the last commit.
+	txRecords, txOutputs int
 	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
 	// needDrop: exactly_once: a transaction failed during the current event;
 	// its work (and whatever the event did after the failure) is dropped
@@ -295,15 +298,11 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case ev := <-r.events:
 			r.handle(ev)
 			// Take whatever else is queued before the next select, so a
-			// burst costs one wake-up.
-			for n := 0; n < 256; n++ {
-				select {
-				case ev = <-r.events:
-					r.handle(ev)
-					continue
-				default:
-				}
-				break
+			// burst costs one wake-up (and, exactly_once, one commit: what
+			// queued during the last commit is the next one's batch). Only
+			// the loop receives, so len is what it can take without waiting.
+			for n := len(r.events); n > 0; n-- {
+				r.handle(<-r.events)
 			}
 		case a := <-acks:
 			r.ack(a)
@@ -323,6 +322,21 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case <-commits:
 			r.commit()
 		}
+		r.groupCommit()
+	}
+}
+
+// groupCommit commits the open transaction (exactly_once) as soon as it
+// holds outputs. The loop is the only committer and a commit blocks it, so
+// one commit is in flight at a time; what arrives meanwhile queues up and
+// goes into the next transaction, taken whole by the next wake-up. Batches
+// thus grow with the load, and an idle router commits each event at once
+// instead of waiting for a commit_interval tick. A transaction that only
+// moved positions (records that caused nothing) waits for commit_interval,
+// which bounds how long any work stays uncommitted.
+func (r *Router) groupCommit() {
+	if r.tx != nil && r.txOpen && !r.discarding {
+		r.commit()
 	}
 }
 
@@ -349,6 +363,7 @@ func (r *Router) handle(ev any) {
 		} else {
 			r.positions[tp] = ev.Offset + 1
 			r.dirty = true
+			r.txRecords++
 		}
 		switch {
 		case r.misrouted(ev):
@@ -466,6 +481,7 @@ func (r *Router) produce(o *Output, a, b *track) {
 		if err := r.tx.Produce(o, nil); err != nil {
 			r.txFailed(err)
 		}
+		r.txOutputs++
 		return
 	}
 	a.hold()
@@ -556,8 +572,11 @@ func (r *Router) commit() {
 	}
 	r.txOpen, r.dirty = false, false
 	r.engine.resolved.commit()
-	r.m.transactions.WithLabelValues("committed").Inc()
+	r.m.committed.Inc()
 	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
+	r.m.txRecords.Observe(float64(r.txRecords))
+	r.m.txOutputs.Observe(float64(r.txOutputs))
+	r.txRecords, r.txOutputs = 0, 0
 }
 
 // txFailed marks the open transaction failed: nothing more is produced, and
@@ -614,6 +633,7 @@ func (r *Router) dropWork(fatal bool) {
 		}
 	}
 	r.txOpen, r.dirty = false, false
+	r.txRecords, r.txOutputs = 0, 0
 	r.engine.resolved.rollback()
 	for tp := range r.assigned {
 		if tp.Topic == r.cfg.Topics.Requests {
