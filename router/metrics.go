@@ -37,8 +37,8 @@ type metrics struct {
 	// Group commit's batch sizes: records consumed and outputs produced by
 	// one committed transaction.
 	txRecords, txOutputs prometheus.Histogram
-	recordSeconds   *prometheus.HistogramVec
-	revokedSkipped  prometheus.Counter
+	recordSeconds        *prometheus.HistogramVec
+	revokedSkipped       prometheus.Counter
 	// The two series of recordSeconds, resolved once: observed per record.
 	requestSeconds, responseSeconds prometheus.Observer
 	circuitState                    *prometheus.GaugeVec

@@ -103,7 +103,7 @@ type Router struct {
 	// exactly_once: what the open transaction holds, for the batch-size
 	// histograms: records consumed and outputs produced since the last commit.
 	txRecords, txOutputs int
-	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
+	discarding           bool // exactly_once: after an abort, until the poll goroutine has rewound
 	// needDrop: exactly_once: a transaction failed during the current event;
 	// its work (and whatever the event did after the failure) is dropped
 	// once the event is handled (see settleFailure). dropFatal: the failure
