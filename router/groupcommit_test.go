@@ -55,9 +55,7 @@ func TestGroupCommitIdleCommitsAtOnce(t *testing.T) {
 	if got := h.tx.Batches(); len(got) != 2 || got[0] != 2 || got[1] != 2 {
 		t.Fatalf("committed transactions held %v outputs, want [2 2]", got)
 	}
-	if got := h.counter("switchboard_transaction_outputs"); got != 2 {
-		t.Fatalf("batch-size observations = %v, want 2", got)
-	}
+	waitCounter(h, "switchboard_transaction_outputs", 2)
 	if got := h.counter("switchboard_transactions_total", "result", "committed"); got != 2 {
 		t.Fatalf("committed transactions metric = %v, want 2", got)
 	}
@@ -100,9 +98,8 @@ func TestGroupCommitBatchesWhileACommitIsInFlight(t *testing.T) {
 	if got := h.tx.MaxConcurrentCommits(); got != 1 {
 		t.Fatalf("%d commits ran at once, want 1", got)
 	}
-	if got := h.counter("switchboard_transaction_records"); got != float64(len(b)) {
-		t.Fatalf("records-per-transaction observations = %v, want %d", got, len(b))
-	}
+	// Observed once Commit has returned, just after the outputs show.
+	waitCounter(h, "switchboard_transaction_records", float64(len(b)))
 }
 
 // A transaction that holds no outputs, only moved positions (a response for
@@ -122,6 +119,25 @@ func TestGroupCommitPositionsOnlyWaitForTheInterval(t *testing.T) {
 	}
 	if got := h.tx.Batches(); len(got) != 1 || got[0] != 0 {
 		t.Fatalf("committed transactions held %v outputs, want [0]", got)
+	}
+}
+
+// A transaction is registered with its coordinator (the owned partitions'
+// offsets staged) before its first output, so that the outputs' partitions
+// are not refused while the broker completes the previous commit.
+func TestGroupCommitRegistersBeforeTheFirstOutput(t *testing.T) {
+	h, _ := startGroupCommit(t)
+	h.request("r-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.answer("r-1", "echo", `{}`)
+	h.result(1)
+	offsets, held := h.tx.Registered()
+	if len(offsets) != 2 || held[0] != 0 || held[1] != 0 {
+		t.Fatalf("Register calls staged %v holding %v outputs, want two, each before any output", offsets, held)
+	}
+	// The second transaction stages the position the first committed.
+	if got := offsets[1][router.TopicPartition{Topic: requests}]; got != 1 {
+		t.Fatalf("the second transaction staged requests offset %d, want 1", got)
 	}
 }
 

@@ -472,11 +472,10 @@ func (r *Router) produce(o *Output, a, b *track) {
 			return // the transaction failed: this work is redone after the rewind
 		}
 		if !r.txOpen {
-			if err := r.tx.Begin(); err != nil {
+			if err := r.begin(); err != nil {
 				r.txFailed(err)
 				return
 			}
-			r.txOpen = true
 		}
 		if err := r.tx.Produce(o, nil); err != nil {
 			r.txFailed(err)
@@ -512,6 +511,42 @@ func (r *Router) ack(a Ack) {
 	r.tr.release(d.b)
 }
 
+// begin opens a transaction for outputs (exactly_once) and, when the sink
+// can, registers it with its coordinator before the first output (see
+// TxRegistrar).
+func (r *Router) begin() error {
+	if err := r.tx.Begin(); err != nil {
+		return err
+	}
+	r.txOpen = true
+	reg, ok := r.tx.(TxRegistrar)
+	if !ok {
+		return nil
+	}
+	offsets := r.ownedOffsets()
+	if len(offsets) == 0 {
+		return nil
+	}
+	group, err := r.src.GroupMetadata()
+	if err != nil {
+		return &TxnError{Err: err, Abortable: true}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return reg.Register(ctx, offsets, group)
+}
+
+// ownedOffsets are the positions of the partitions this instance owns.
+func (r *Router) ownedOffsets() map[TopicPartition]int64 {
+	offsets := make(map[TopicPartition]int64, len(r.positions))
+	for tp, off := range r.positions {
+		if r.assigned[tp] {
+			offsets[tp] = off
+		}
+	}
+	return offsets
+}
+
 // commit commits the open transaction with the positions of every owned
 // partition (exactly_once). Sending offsets in every transaction, even one
 // that only holds a timer's outputs, is what fences a zombie instance: its
@@ -533,12 +568,7 @@ func (r *Router) commit() {
 		r.abandon("assignment lost")
 		return
 	}
-	offsets := make(map[TopicPartition]int64, len(r.positions))
-	for tp, off := range r.positions {
-		if r.assigned[tp] {
-			offsets[tp] = off
-		}
-	}
+	offsets := r.ownedOffsets()
 	if !r.txOpen {
 		if len(offsets) == 0 {
 			r.dirty = false

@@ -2,6 +2,8 @@ package routertest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/router"
@@ -25,6 +27,10 @@ type TxSink struct {
 	resets   int
 	produced int
 	batches  []int // outputs of each committed transaction, in order
+	// registered: offsets staged by Register, one map per call, and how
+	// many outputs the open transaction held at each call.
+	registered   []map[router.TopicPartition]int64
+	registeredAt []int
 
 	gate        chan struct{} // non-nil: Commit waits for it to close (BlockCommits)
 	waiting     chan struct{} // closed when a Commit waits at the gate
@@ -32,7 +38,10 @@ type TxSink struct {
 	maxInCommit int           // the most that ever ran at once
 }
 
-var _ router.TxSink = (*TxSink)(nil)
+var (
+	_ router.TxSink      = (*TxSink)(nil)
+	_ router.TxRegistrar = (*TxSink)(nil)
+)
 
 // NewTxSink returns a TxSink whose commits store offsets in src.
 func NewTxSink(src *Source) *TxSink { return &TxSink{Sink: NewSink(), src: src} }
@@ -73,6 +82,24 @@ func (k *TxSink) Produce(o *router.Output, _ any) error {
 	k.txn = append(k.txn, *o)
 	k.produced++
 	return nil
+}
+
+// Register implements router.TxRegistrar: it notes the offsets staged and
+// how many outputs the transaction held then.
+func (k *TxSink) Register(_ context.Context, offsets map[router.TopicPartition]int64, _ any) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.registered = append(k.registered, maps.Clone(offsets))
+	k.registeredAt = append(k.registeredAt, len(k.txn))
+	return nil
+}
+
+// Registered returns the offsets each Register call staged and how many
+// outputs the transaction held at each call.
+func (k *TxSink) Registered() ([]map[router.TopicPartition]int64, []int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.registered), slices.Clone(k.registeredAt)
 }
 
 // BlockCommits makes the next Commit calls wait until UnblockCommits, as a
