@@ -127,7 +127,7 @@ type stepReport struct {
 	Lag       int64   `json:"without_result_at_end"` // sent and without a result at the step's end
 	Held      bool    `json:"held"`
 	Repeat    bool    `json:"repeat,omitempty"` // a second run at a rate whose first step did not hold
-	SentP50Ms float64 `json:"sent_p50_ms"` // of the intents sent during the step, once the run ended (observed)
+	SentP50Ms float64 `json:"sent_p50_ms"`      // of the intents sent during the step, once the run ended (observed)
 	SentP99Ms float64 `json:"sent_p99_ms"`
 
 	startUs, endUs int32
