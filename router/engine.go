@@ -78,6 +78,18 @@ type pending struct {
 
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
+
+	key []byte // id as a record key, made once and shared by its outputs (see keyBytes)
+}
+
+// keyBytes is p's id as a record key. Its outputs share it (a sink copies
+// or keeps it, never changes it), so an intent's four or five outputs cost
+// one conversion.
+func (p *pending) keyBytes() []byte {
+	if p.key == nil {
+		p.key = []byte(p.id)
+	}
+	return p.key
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -291,7 +303,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -312,7 +324,7 @@ func (e *engine) persist(p *pending, t *track) bool {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Pending, Key: []byte(p.id), Value: state}, t, nil)
+	e.emit(&Output{Topic: e.topics.Pending, Key: p.keyBytes(), Value: state}, t, nil)
 	p.persisted = true
 	return true
 }
@@ -361,6 +373,19 @@ func (p *pending) record() *schemas.PendingIntent {
 		}
 	}
 	return rec
+}
+
+// resolvedRecord is the changelog's resolution marker for p: what the dedup
+// window needs after a takeover (id, type, cache key, tenant, outcome), not
+// the payload, context or phase a pending intent needs, so a resolution
+// neither encodes nor writes the payload a third time.
+func (p *pending) resolvedRecord(nowMs int64, outcome schemas.Outcome) *schemas.PendingIntent {
+	return &schemas.PendingIntent{
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
+		CacheKey: p.cacheKey, SessionID: p.sessionID, Tenant: p.tenant,
+		ResolvedAt: &nowMs, Outcome: (*string)(&outcome),
+	}
 }
 
 // onResponse handles one record of the responses topic.
@@ -559,7 +584,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause, nil)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
@@ -620,16 +645,14 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.encodeFailed(cause, err)
 		return
 	}
-	key := []byte(p.id)
+	key := p.keyBytes()
 	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
 	// The changelog remembers the resolution for the dedup window, so that a
 	// duplicate request is not dispatched again even after a takeover; the
 	// window's rotation tombstones it.
 	remember := p.agent != nil // rejected requests are not remembered
 	if remember {
-		rec := p.record()
-		rec.ResolvedAt, rec.Outcome = &nowMs, (*string)(&outcome)
-		state, err := e.codec.Encode(e.topics.Pending, rec)
+		state, err := e.codec.Encode(e.topics.Pending, p.resolvedRecord(nowMs, outcome))
 		if err != nil {
 			// The result is out: remember the resolution here at least, and
 			// tombstone the pending record so that no takeover resurrects it.
