@@ -130,6 +130,17 @@ type engine struct {
 	holdMax int64 // ms: how long an intent is held at most
 	// read says how far each responses partition has been read.
 	read map[int32]*readProgress
+
+	// scratch holds the records the engine encodes and forgets at once,
+	// filled anew for each encode (the codec keeps no reference), so the
+	// hot path allocates none of them.
+	scratch struct {
+		ar         schemas.AgentRequest
+		pi         schemas.PendingIntent
+		res        schemas.IntentResult
+		resolvedAt int64
+		outcome    string
+	}
 }
 
 // readProgress is how far a responses partition has been read: to its end
@@ -269,7 +280,8 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 // dispatch sends an intent to its agent, records it in the pending
 // changelog, and starts its timer. The caller has checked admission.
 func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
-	ar := &schemas.AgentRequest{
+	ar := &e.scratch.ar
+	*ar = schemas.AgentRequest{
 		IntentID:    p.id,
 		IntentType:  p.route.name,
 		Agent:       p.agent.name,
@@ -319,7 +331,8 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 
 // persist writes p's state to the pending changelog.
 func (e *engine) persist(p *pending, t *track) bool {
-	state, err := e.codec.Encode(e.topics.Pending, p.record())
+	p.recordInto(&e.scratch.pi)
+	state, err := e.codec.Encode(e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false
@@ -354,9 +367,9 @@ func (e *engine) schedule(p *pending) {
 	p.timer = e.wheel.Schedule(due, p)
 }
 
-// record is p's durable form.
-func (p *pending) record() *schemas.PendingIntent {
-	rec := &schemas.PendingIntent{
+// recordInto fills rec with p's durable form.
+func (p *pending) recordInto(rec *schemas.PendingIntent) {
+	*rec = schemas.PendingIntent{
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
@@ -372,20 +385,23 @@ func (p *pending) record() *schemas.PendingIntent {
 			rec.IdleDeadline = schemas.Ptr(p.idleAt)
 		}
 	}
-	return rec
 }
 
 // resolvedRecord is the changelog's resolution marker for p: what the dedup
 // window needs after a takeover (id, type, cache key, tenant, outcome), not
 // the payload, context or phase a pending intent needs, so a resolution
 // neither encodes nor writes the payload a third time.
-func (p *pending) resolvedRecord(nowMs int64, outcome schemas.Outcome) *schemas.PendingIntent {
-	return &schemas.PendingIntent{
+// It is built in the engine's scratch record.
+func (e *engine) resolvedRecord(p *pending, nowMs int64, outcome schemas.Outcome) *schemas.PendingIntent {
+	sc := &e.scratch
+	sc.resolvedAt, sc.outcome = nowMs, string(outcome)
+	sc.pi = schemas.PendingIntent{
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, SessionID: p.sessionID, Tenant: p.tenant,
-		ResolvedAt: &nowMs, Outcome: (*string)(&outcome),
+		ResolvedAt: &sc.resolvedAt, Outcome: &sc.outcome,
 	}
+	return &sc.pi
 }
 
 // onResponse handles one record of the responses topic.
@@ -617,7 +633,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.leave(p)
 	}
 	delete(e.pending, p.id)
-	res := &schemas.IntentResult{
+	res := &e.scratch.res
+	*res = schemas.IntentResult{
 		IntentID:   p.id,
 		IntentType: p.route.name,
 		Agent:      p.agentName(),
@@ -652,7 +669,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	// window's rotation tombstones it.
 	remember := p.agent != nil // rejected requests are not remembered
 	if remember {
-		state, err := e.codec.Encode(e.topics.Pending, p.resolvedRecord(nowMs, outcome))
+		state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
 		if err != nil {
 			// The result is out: remember the resolution here at least, and
 			// tombstone the pending record so that no takeover resurrects it.

@@ -337,6 +337,10 @@ func firstNonSpace(data []byte) byte {
 
 func (c *Codec) decodeJSON(data []byte, r Record) error {
 	reset(r)
+	if validJSON(data) && decodeFastJSON(data, r) {
+		normalizeEnums(r)
+		return nil
+	}
 	if err := json.Unmarshal(data, r); err != nil {
 		return decodeErr(ClassMalformedJSON, ErrMalformed, "%s: %v", SchemaName(r), err)
 	}
