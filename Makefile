@@ -22,7 +22,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench peer-bench
 
 all: build
 
@@ -83,3 +83,10 @@ lint-tools:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Switchboard against Spring for Apache Kafka's ReplyingKafkaTemplate on one broker, one Java
+# load generator for both (deploy/bench/spring-peer; needs mvn and Java 17). Not part of
+# `make check`: it takes about 15 minutes. KAFKA_BOOTSTRAP names a broker, else kafka.sh
+# starts one on KAFKA_PORT; PEER_* variables shape the run (see run.sh).
+peer-bench:
+	bash deploy/bench/spring-peer/run.sh
