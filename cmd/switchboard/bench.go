@@ -409,6 +409,7 @@ func (ph *phase) takeStep() (p99 int64, n uint64) {
 
 func (ph *phase) markStart(now time.Time) {
 	ph.loadStart, ph.cpuStart, ph.hostStart = now, cpuTime(), readHostCPU()
+	ph.statsStart = ph.stats.total()
 	ph.profile = ph.startRecording(ph.o.cpuProfile, "CPU profile", pprof.StartCPUProfile)
 	ph.traceFile = ph.startRecording(ph.o.trace, "execution trace", trace.Start)
 }

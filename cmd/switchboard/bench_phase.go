@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -132,14 +133,25 @@ type phase struct {
 	pausedSamples atomic.Int64 // … in which switchboard_fetch_paused was 1
 	peakInFlight  atomic.Int64
 	peakRSS       atomic.Int64
+
+	stats                *brokerStats // the router's (forwarders') clients' librdkafka statistics
+	statsStart, statsEnd clientStats  // at the load's start; after the drain
 }
 
 func newPhase(kind, id string, o *benchOptions, cfg *config.Config, codec *schemas.Codec, stderr io.Writer, log *slog.Logger) *phase {
 	ph := &phase{
 		kind: kind, o: o, cfg: cfg, codec: codec, kafka: settingsOf(cfg, "switchboard-bench"),
 		id: id, stderr: stderr, log: log, clock: clockwork.NewRealClock(),
-		inflight: make(chan struct{}, 1<<16),
+		inflight: make(chan struct{}, 1<<16), stats: &brokerStats{},
 	}
+	// The router's clients (and the forwarders') report their statistics:
+	// broker requests, records and bytes per intent.
+	ph.kafka.Properties = maps.Clone(ph.kafka.Properties)
+	if ph.kafka.Properties == nil {
+		ph.kafka.Properties = map[string]string{}
+	}
+	ph.kafka.Properties["statistics.interval.ms"] = strconv.Itoa(int(statsInterval.Milliseconds()))
+	ph.kafka.Stats = ph.stats.add
 	now := ph.clock.Now()
 	ph.epochUs = (now.UnixMilli() - 1000) * 1000
 	pad := make([]byte, max(o.payloadBytes-40, 0))
@@ -301,6 +313,7 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 	}
 	ph.pubWG.Wait()
 	ph.drain(ctx)
+	ph.statsEnd = ph.settleStats(ctx)
 	if ctx.Err() != nil {
 		return failed(ctx.Err())
 	}

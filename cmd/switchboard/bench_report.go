@@ -84,6 +84,10 @@ type phaseReport struct {
 	RSSStartMiB     float64                 `json:"rss_start_mib"`
 	RSSPeakMiB      float64                 `json:"rss_peak_mib"`
 	RouterMetrics   map[string]float64      `json:"router_metrics,omitempty"`
+	// BrokerPerIntent is what each intent sent cost the broker, from the
+	// router's (baseline: the forwarders') clients' librdkafka statistics
+	// from the load's start to after the drain.
+	BrokerPerIntent *brokerCost `json:"broker_per_intent,omitempty"`
 	Steps           []stepReport            `json:"steps,omitempty"`
 	KneePerS        *float64                `json:"knee_per_s,omitempty"`
 	StopReason      string                  `json:"stop_reason,omitempty"`
@@ -221,6 +225,7 @@ func (ph *phase) report() *phaseReport {
 		}
 		pr.RouterMetrics = metricValues(ph.reg)
 	}
+	pr.BrokerPerIntent = ph.statsEnd.sub(ph.statsStart).perIntent(ph.sent.Load())
 	if ph.o.stepUp {
 		k := ph.knee
 		pr.KneePerS = &k
@@ -537,6 +542,19 @@ func (r *benchReport) writeTable(w io.Writer) {
 		return fmt.Sprintf("%.1f%%", *p.FetchPaused*100)
 	})
 	row("peak in flight", func(p *phaseReport) string { return strconv.FormatInt(p.PeakInFlight, 10) })
+	row("broker requests per intent", func(p *phaseReport) string {
+		b := p.BrokerPerIntent
+		if b == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f (produce %.2f, fetch %.2f, txn %.2f, other %.2f)", b.Requests, b.Produce, b.Fetch, b.Txn, b.Other)
+	})
+	row("records / bytes produced per intent", func(p *phaseReport) string {
+		if b := p.BrokerPerIntent; b != nil {
+			return fmt.Sprintf("%.2f / %.0f", b.Records, b.Bytes)
+		}
+		return "-"
+	})
 	row("process CPU (cores)", func(p *phaseReport) string { return strconv.FormatFloat(p.ProcessCPUCores, 'f', 2, 64) })
 	row("host CPU busy", func(p *phaseReport) string { return fmt.Sprintf("%.0f%%", p.HostCPUBusy*100) })
 	row("RSS at start / peak (MiB)", func(p *phaseReport) string {

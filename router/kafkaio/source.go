@@ -17,6 +17,7 @@ import (
 // instance.
 type Source struct {
 	c        *kafka.Consumer
+	stats    func(string)
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
 	onRevoke func([]router.TopicPartition, bool)
 }
@@ -51,7 +52,7 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{c: c}
+	src := &Source{c: c, stats: s.Stats}
 	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -134,6 +135,10 @@ func (s *Source) Poll(timeoutMs int) any {
 			return &router.FatalError{Err: e}
 		}
 		return e
+	case *kafka.Stats:
+		if s.stats != nil {
+			s.stats(e.String())
+		}
 	}
 	return s.pop()
 }

@@ -107,8 +107,15 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 	go func() {
 		defer l.wg.Done()
 		for ev := range p.Events() {
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-				k.failed.Add(1)
+			switch e := ev.(type) {
+			case *kafka.Message:
+				if e.TopicPartition.Error != nil {
+					k.failed.Add(1)
+				}
+			case *kafka.Stats:
+				if k.settings.Stats != nil {
+					k.settings.Stats(e.String())
+				}
 			}
 		}
 	}()
