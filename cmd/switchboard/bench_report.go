@@ -87,10 +87,10 @@ type phaseReport struct {
 	// BrokerPerIntent is what each intent sent cost the broker, from the
 	// router's (baseline: the forwarders') clients' librdkafka statistics
 	// from the load's start to after the drain.
-	BrokerPerIntent *brokerCost `json:"broker_per_intent,omitempty"`
-	Steps           []stepReport            `json:"steps,omitempty"`
-	KneePerS        *float64                `json:"knee_per_s,omitempty"`
-	StopReason      string                  `json:"stop_reason,omitempty"`
+	BrokerPerIntent *brokerCost  `json:"broker_per_intent,omitempty"`
+	Steps           []stepReport `json:"steps,omitempty"`
+	KneePerS        *float64     `json:"knee_per_s,omitempty"`
+	StopReason      string       `json:"stop_reason,omitempty"`
 }
 
 // latencies are the bench's latency figures. Those from record timestamps
