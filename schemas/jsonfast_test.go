@@ -33,20 +33,26 @@ func TestFastJSONMatchesEncodingJSON(t *testing.T) {
 	var recs []Record
 	for range 500 {
 		cs := ContextStatus(str())
-		ar := &AgentRequest{IntentID: str(), IntentType: str(), Agent: str(), Payload: doc(), ContextRef: opt(), Deadline: rnd.Int64(), Attempt: rnd.Int32(),
-			SessionID: opt(), Tenant: opt(), Traceparent: opt()}
+		ar := &AgentRequest{
+			IntentID: str(), IntentType: str(), Agent: str(), Payload: doc(), ContextRef: opt(), Deadline: rnd.Int64(), Attempt: rnd.Int32(),
+			SessionID: opt(), Tenant: opt(), Traceparent: opt(),
+		}
 		if rnd.IntN(2) == 0 {
 			ar.ContextStatus = &cs
 		}
-		pi := &PendingIntent{IntentID: str(), IntentType: str(), Agent: str(), RecordTs: rnd.Int64(), ReceivedAt: -rnd.Int64(), DispatchedAt: 0, Deadline: rnd.Int64(),
+		pi := &PendingIntent{
+			IntentID: str(), IntentType: str(), Agent: str(), RecordTs: rnd.Int64(), ReceivedAt: -rnd.Int64(), DispatchedAt: 0, Deadline: rnd.Int64(),
 			Attempt: -rnd.Int32(), CacheKey: str(), Payload: doc(), ContextRef: opt(), SessionID: opt(), Tenant: opt(), Traceparent: opt(),
-			ResolvedAt: optInt(), Outcome: opt(), RetryAt: optInt(), IdleDeadline: optInt(), ContextVersion: optInt(), ContextTs: optInt()}
+			ResolvedAt: optInt(), Outcome: opt(), RetryAt: optInt(), IdleDeadline: optInt(), ContextVersion: optInt(), ContextTs: optInt(),
+		}
 		if rnd.IntN(2) == 0 {
 			q := rnd.IntN(2) == 0
 			pi.Queued = &q
 		}
-		ir := &IntentResult{IntentID: str(), IntentType: str(), Agent: str(), Outcome: Outcome(str()), SessionID: opt(), Tenant: opt(), Attempts: rnd.Int32(),
-			Timeline: Timeline{ReceivedAt: rnd.Int64(), DispatchedAt: optInt(), AnsweredAt: optInt(), ResolvedAt: rnd.Int64(), Deadline: rnd.Int64(), ContextVersion: optInt(), ContextTs: optInt()}}
+		ir := &IntentResult{
+			IntentID: str(), IntentType: str(), Agent: str(), Outcome: Outcome(str()), SessionID: opt(), Tenant: opt(), Attempts: rnd.Int32(),
+			Timeline: Timeline{ReceivedAt: rnd.Int64(), DispatchedAt: optInt(), AnsweredAt: optInt(), ResolvedAt: rnd.Int64(), Deadline: rnd.Int64(), ContextVersion: optInt(), ContextTs: optInt()},
+		}
 		if rnd.IntN(2) == 0 {
 			a := doc()
 			ir.Answer = &a

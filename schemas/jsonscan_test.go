@@ -17,10 +17,14 @@ func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
 	strs := []string{`""`, `"x"`, `"ünï ✓"`, `"a\"b"`, `"\u00e9"`, `null`, `"bad` + "\xff" + `"`}
 	ints := []string{`0`, `-12`, `1800000000000`, `null`, `1.5`, `1e3`, `"7"`, `99999999999999999999`, `2147483648`}
 	docs := []string{`{}`, `{"a":[1,{"b":"}"}],"c":"\"]"}`, `[ 1 , 2 ]`, `"s"`, `12`, `true`, `null`, `{ "x" : { } }`}
-	reqFields := map[string][]string{"intent_id": strs, "intent_type": strs, "target_agent": strs, "context_ref": strs, "timeout_ms": ints,
-		"payload": docs, "session_id": strs, "tenant": strs, "traceparent": strs, "created_at": ints, "Intent_ID": strs, "extra": docs}
-	respFields := map[string][]string{"request_id": strs, "agent": strs, "status": {`"ok"`, `"error"`, `"weird"`, `null`, `""`}, "answer": docs,
-		"produced_at": ints, "attempt": ints, "error": {`{"code":"c","message":"m","retryable":true}`, `null`}, "other": strs}
+	reqFields := map[string][]string{
+		"intent_id": strs, "intent_type": strs, "target_agent": strs, "context_ref": strs, "timeout_ms": ints,
+		"payload": docs, "session_id": strs, "tenant": strs, "traceparent": strs, "created_at": ints, "Intent_ID": strs, "extra": docs,
+	}
+	respFields := map[string][]string{
+		"request_id": strs, "agent": strs, "status": {`"ok"`, `"error"`, `"weird"`, `null`, `""`}, "answer": docs,
+		"produced_at": ints, "attempt": ints, "error": {`{"code":"c","message":"m","retryable":true}`, `null`}, "other": strs,
+	}
 	gen := func(fields map[string][]string) string {
 		keys := make([]string, 0, len(fields))
 		for k := range fields {
