@@ -24,7 +24,7 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench
 
 all: build
 
@@ -97,3 +97,10 @@ lint-tools:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Switchboard against Spring for Apache Kafka's ReplyingKafkaTemplate on one broker, one Java
+# load generator for both (deploy/bench/spring-peer; needs mvn and Java 17). Not part of
+# `make check`: it takes about 15 minutes. KAFKA_BOOTSTRAP names a broker, else kafka.sh
+# starts one on KAFKA_PORT; PEER_* variables shape the run (see run.sh).
+peer-bench:
+	bash deploy/bench/spring-peer/run.sh

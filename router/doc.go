@@ -27,6 +27,14 @@
 // next replays them. Replays may dispatch an intent again and, rarely, write a
 // second result for it; that is what at_least_once means.
 //
+// exactly_once (txn.go): outputs and the offsets of the records that caused
+// them go into Kafka transactions through a TxSink. The event loop commits
+// as soon as a transaction holds outputs (group commit): a commit blocks the
+// loop, so one is in flight at a time, and what arrives meanwhile is the
+// next transaction's batch; records that caused nothing wait at most
+// commit_interval. A failed commit drops the work since the last one and
+// rewinds to the committed offsets.
+//
 // # What it does not own
 //
 // Kafka clients (router/kafkaio implements Source and Sink with

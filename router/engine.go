@@ -78,6 +78,18 @@ type pending struct {
 
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
+
+	key []byte // id as a record key, made once and shared by its outputs (see keyBytes)
+}
+
+// keyBytes is p's id as a record key. Its outputs share it (a sink copies
+// or keeps it, never changes it), so an intent's four or five outputs cost
+// one conversion.
+func (p *pending) keyBytes() []byte {
+	if p.key == nil {
+		p.key = []byte(p.id)
+	}
+	return p.key
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -118,6 +130,17 @@ type engine struct {
 	holdMax int64 // ms: how long an intent is held at most
 	// read says how far each responses partition has been read.
 	read map[int32]*readProgress
+
+	// scratch holds the records the engine encodes and forgets at once,
+	// filled anew for each encode (the codec keeps no reference), so the
+	// hot path allocates none of them.
+	scratch struct {
+		ar         schemas.AgentRequest
+		pi         schemas.PendingIntent
+		res        schemas.IntentResult
+		resolvedAt int64
+		outcome    string
+	}
 }
 
 // readProgress is how far a responses partition has been read: to its end
@@ -257,7 +280,8 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 // dispatch sends an intent to its agent, records it in the pending
 // changelog, and starts its timer. The caller has checked admission.
 func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
-	ar := &schemas.AgentRequest{
+	ar := &e.scratch.ar
+	*ar = schemas.AgentRequest{
 		IntentID:    p.id,
 		IntentType:  p.route.name,
 		Agent:       p.agent.name,
@@ -291,7 +315,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -307,12 +331,13 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 
 // persist writes p's state to the pending changelog.
 func (e *engine) persist(p *pending, t *track) bool {
-	state, err := e.codec.Encode(e.topics.Pending, p.record())
+	p.recordInto(&e.scratch.pi)
+	state, err := e.codec.Encode(e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Pending, Key: []byte(p.id), Value: state}, t, nil)
+	e.emit(&Output{Topic: e.topics.Pending, Key: p.keyBytes(), Value: state}, t, nil)
 	p.persisted = true
 	return true
 }
@@ -342,9 +367,9 @@ func (e *engine) schedule(p *pending) {
 	p.timer = e.wheel.Schedule(due, p)
 }
 
-// record is p's durable form.
-func (p *pending) record() *schemas.PendingIntent {
-	rec := &schemas.PendingIntent{
+// recordInto fills rec with p's durable form.
+func (p *pending) recordInto(rec *schemas.PendingIntent) {
+	*rec = schemas.PendingIntent{
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
@@ -360,7 +385,23 @@ func (p *pending) record() *schemas.PendingIntent {
 			rec.IdleDeadline = schemas.Ptr(p.idleAt)
 		}
 	}
-	return rec
+}
+
+// resolvedRecord is the changelog's resolution marker for p: what the dedup
+// window needs after a takeover (id, type, cache key, tenant, outcome), not
+// the payload, context or phase a pending intent needs, so a resolution
+// neither encodes nor writes the payload a third time.
+// It is built in the engine's scratch record.
+func (e *engine) resolvedRecord(p *pending, nowMs int64, outcome schemas.Outcome) *schemas.PendingIntent {
+	sc := &e.scratch
+	sc.resolvedAt, sc.outcome = nowMs, string(outcome)
+	sc.pi = schemas.PendingIntent{
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
+		CacheKey: p.cacheKey, SessionID: p.sessionID, Tenant: p.tenant,
+		ResolvedAt: &sc.resolvedAt, Outcome: &sc.outcome,
+	}
+	return &sc.pi
 }
 
 // onResponse handles one record of the responses topic.
@@ -559,7 +600,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause, nil)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
@@ -592,7 +633,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.leave(p)
 	}
 	delete(e.pending, p.id)
-	res := &schemas.IntentResult{
+	res := &e.scratch.res
+	*res = schemas.IntentResult{
 		IntentID:   p.id,
 		IntentType: p.route.name,
 		Agent:      p.agentName(),
@@ -620,16 +662,14 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.encodeFailed(cause, err)
 		return
 	}
-	key := []byte(p.id)
+	key := p.keyBytes()
 	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
 	// The changelog remembers the resolution for the dedup window, so that a
 	// duplicate request is not dispatched again even after a takeover; the
 	// window's rotation tombstones it.
 	remember := p.agent != nil // rejected requests are not remembered
 	if remember {
-		rec := p.record()
-		rec.ResolvedAt, rec.Outcome = &nowMs, (*string)(&outcome)
-		state, err := e.codec.Encode(e.topics.Pending, rec)
+		state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
 		if err != nil {
 			// The result is out: remember the resolution here at least, and
 			// tombstone the pending record so that no takeover resurrects it.

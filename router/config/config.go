@@ -197,8 +197,10 @@ type Router struct {
 	// left open). Each instance needs its own. Empty: a random id, without
 	// static membership. SWITCHBOARD_INSTANCE_ID overrides it.
 	InstanceID string `yaml:"instance_id"`
-	// CommitInterval is how often exactly_once commits its transaction: the
-	// latency it adds to every output, at most. Default 100ms.
+	// CommitInterval bounds how long exactly_once leaves consumed records
+	// uncommitted when they caused no output; a transaction that holds
+	// outputs commits as soon as the previous commit has finished (group
+	// commit). Default 100ms.
 	CommitInterval Duration `yaml:"commit_interval"`
 	// DefaultTimeout applies to intent types that set no timeout. Default 30s.
 	DefaultTimeout Duration `yaml:"default_timeout"`

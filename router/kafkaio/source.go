@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -18,6 +19,7 @@ import (
 // instance.
 type Source struct {
 	c        *kafka.Consumer
+	stats    func(string)
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
 	onRevoke func([]router.TopicPartition, bool)
 	onStats  func(lag.ConsumerStats)
@@ -53,13 +55,19 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 		owned["group.instance.id"] = o.InstanceID
 	}
 	if o.StatsInterval > 0 {
-		owned["statistics.interval.ms"] = int(max(o.StatsInterval.Milliseconds(), 1))
+		ms := int(max(o.StatsInterval.Milliseconds(), 1))
+		// A shorter interval asked for in Properties (bench's broker
+		// counters, Settings.Stats) wins: both hooks hear every report.
+		if v, err := strconv.Atoi(s.Properties["statistics.interval.ms"]); err == nil && v > 0 && v < ms {
+			ms = v
+		}
+		owned["statistics.interval.ms"] = ms
 	}
 	c, err := newConsumer(s, "consumer", owned)
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{c: c}
+	src := &Source{c: c, stats: s.Stats}
 	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -152,6 +160,9 @@ func (s *Source) Poll(timeoutMs int) any {
 			if st, err := parseConsumerStats(e.String()); err == nil {
 				s.onStats(st)
 			}
+		}
+		if s.stats != nil {
+			s.stats(e.String())
 		}
 	}
 	return s.pop()
