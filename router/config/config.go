@@ -141,6 +141,10 @@ type IntentType struct {
 	// fresh. Default contexts.max_age.
 	ContextMaxAge Duration `yaml:"context_max_age"`
 
+	// Tool is how the intent type is described to callers: MCP clients see
+	// it as a tool, and the API enforces its input_schema (tools.go).
+	Tool `yaml:",inline"`
+
 	Name string `yaml:"-"`
 }
 
