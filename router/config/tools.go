@@ -181,6 +181,7 @@ func readSchemaFile(p string) ([]byte, error) {
 	}
 	return b, nil
 }
+
 // validateTool checks an intent type's description fields.
 func (c *Config) validateTool(name string, it *IntentType, add func(msg string, path ...string)) {
 	if len(it.Title) > 256 {
