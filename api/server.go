@@ -41,6 +41,7 @@ type Server struct {
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
 	catalog    Catalog
+	openAPIDoc []byte // openapi.json with the catalog's schemas
 	agentState func(string) any
 	idem       *idempotency
 	front      *frontMetrics
@@ -115,6 +116,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		contexts:     o.contexts,
 		history:      o.history,
 		catalog:      o.catalog,
+		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
 		agentState:   o.agentState,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
