@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -212,6 +213,7 @@ type options struct {
 	history    History
 	catalog    Catalog
 	agentState func(agent string) any
+	mcp        http.Handler
 
 	idempotencyWindow time.Duration
 }

@@ -143,6 +143,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ErrorLog:      slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	s.mountMCP(o.mcp)
 	s.httpSrv = &http.Server{
 		Handler:           s.router,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
