@@ -266,7 +266,7 @@ func (e *Endpoint) notice(tenant, session string, msgs []wireMsg, stateless bool
 		if stateless {
 			session = ""
 		}
-		id, ok := e.calls.lookup(tenant, session, m.Params.RequestID)
+		id, ok := e.calls.claimCancel(tenant, session, m.Params.RequestID)
 		if !ok {
 			continue
 		}
@@ -296,10 +296,18 @@ func (e *Endpoint) cancel(tenant, intentID, reason string) {
 // names a request, not an intent.
 type callRegistry struct {
 	mu    sync.Mutex
-	calls map[string]string
+	calls map[string]*inFlight
 }
 
-func newCallRegistry() *callRegistry { return &callRegistry{calls: map[string]string{}} }
+// inFlight is one call in flight: its intent, and whether its cancel
+// record was written (once: by the notification or by the closed request,
+// whichever comes first).
+type inFlight struct {
+	intentID  string
+	cancelled bool
+}
+
+func newCallRegistry() *callRegistry { return &callRegistry{calls: map[string]*inFlight{}} }
 
 func callKey(tenant, session string, id json.RawMessage) string {
 	return tenant + "\x00" + session + "\x00" + strings.TrimSpace(string(id))
@@ -310,21 +318,28 @@ func (c *callRegistry) add(tenant, session string, id json.RawMessage, intentID 
 		return func() {}
 	}
 	k := callKey(tenant, session, id)
+	f := &inFlight{intentID: intentID}
 	c.mu.Lock()
-	c.calls[k] = intentID
+	c.calls[k] = f
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
-		if c.calls[k] == intentID {
+		if c.calls[k] == f {
 			delete(c.calls, k)
 		}
 		c.mu.Unlock()
 	}
 }
 
-func (c *callRegistry) lookup(tenant, session string, id json.RawMessage) (string, bool) {
+// claimCancel returns the intent of the call in flight, and true if its
+// cancel record is still to be written (the caller writes it).
+func (c *callRegistry) claimCancel(tenant, session string, id json.RawMessage) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.calls[callKey(tenant, session, id)]
-	return v, ok
+	f, ok := c.calls[callKey(tenant, session, id)]
+	if !ok || f.cancelled {
+		return "", false
+	}
+	f.cancelled = true
+	return f.intentID, true
 }

@@ -47,15 +47,15 @@ type listParamsIn struct {
 // taskWire is a task as both revisions write it (2026-07-28 names the
 // durations ttlMs and pollIntervalMs, 2025-11-25 ttl and pollInterval).
 type taskWire struct {
-	TaskID         string             `json:"taskId"`
-	Status         string             `json:"status"`
-	StatusMessage  string             `json:"statusMessage,omitempty"`
-	CreatedAt      string             `json:"createdAt"`
-	LastUpdatedAt  string             `json:"lastUpdatedAt"`
-	TTL            *int64             `json:"ttl,omitempty"`
-	PollInterval   *int64             `json:"pollInterval,omitempty"`
-	TTLMs          *int64             `json:"ttlMs,omitempty"`
-	PollIntervalMs *int64             `json:"pollIntervalMs,omitempty"`
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	LastUpdatedAt  string              `json:"lastUpdatedAt"`
+	TTL            *int64              `json:"ttl,omitempty"`
+	PollInterval   *int64              `json:"pollInterval,omitempty"`
+	TTLMs          *int64              `json:"ttlMs,omitempty"`
+	PollIntervalMs *int64              `json:"pollIntervalMs,omitempty"`
 	Result         *sdk.CallToolResult `json:"result,omitempty"`
 	Error          *jsonrpc.Error      `json:"error,omitempty"`
 }

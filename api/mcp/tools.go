@@ -156,6 +156,9 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	}
 	res, wait, release := e.cfg.Results.Await(tenant, id)
 	defer release()
+	// Registered before publishing: a notifications/cancelled may follow
+	// the publish at once.
+	defer e.calls.add(tenant, session, ci.ID, id)()
 	if res == nil {
 		if err := e.cfg.Publisher.PublishIntent(ctx, ir); err != nil {
 			e.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "publish intent failed", slog.String("intent_id", id), slog.Any("error", err))
@@ -169,20 +172,19 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	if res != nil {
 		return toolResult(res), nil
 	}
-	defer e.calls.add(tenant, session, ci.ID, id)()
 	if tok := p.GetProgressToken(); tok != nil {
 		stop := e.cfg.Progress.SubscribeProgress(tenant, id, func(pr Progress) {
 			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: pr.Progress, Total: pr.Total, Message: pr.Message})
 		})
 		defer stop()
 	}
-	return e.await(ctx, req, t, id, wait)
+	return e.await(ctx, req, t, id, ci.ID, wait)
 }
 
 // await waits for the intent's result: up to its deadline (the intent
 // type's timeout from now) plus ResultGrace, or until the call is
 // cancelled.
-func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.IntentTypeInfo, id string, wait <-chan *schemas.IntentResult) (sdk.Result, error) {
+func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.IntentTypeInfo, id string, rpcID json.RawMessage, wait <-chan *schemas.IntentResult) (sdk.Result, error) {
 	limit := time.Duration(t.TimeoutMs)*time.Millisecond + e.cfg.ResultGrace
 	deadline := e.cfg.Clock.NewTimer(limit)
 	defer deadline.Stop()
@@ -207,6 +209,13 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 					"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)}},
 			}, nil
 		case <-ctx.Done():
+			if req.Session.ID() == "" {
+				// Stateless (2026-07-28): the client closed the request,
+				// which is how it cancels; nobody can collect the result.
+				if _, first := e.calls.claimCancel(tenantOf(req), "", rpcID); first || len(rpcID) == 0 {
+					e.cancel(tenantOf(req), id, "the MCP client closed the request")
+				}
+			}
 			return nil, ctx.Err()
 		}
 	}
