@@ -166,11 +166,12 @@ func (a AuthConfig) validate() error {
 }
 
 // DataPath reports whether path is one of the API's routes that serve
-// tenants' data (everything under /v1/ except the OpenAPI document). Such a
+// tenants' data (everything under /v1/ except the OpenAPI document, and
+// the MCP endpoint). Such a
 // path cannot be public: without a credential there is no tenant to scope it
 // to.
 func DataPath(path string) bool {
-	return strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json"
+	return (strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json") || path == MCPPath
 }
 
 // checkTenant accepts what intents.Validate accepts in an intent's tenant.

@@ -229,6 +229,8 @@ type HTTP struct {
 	Auth HTTPAuth `yaml:"auth"`
 	// WebSocket is the limits of stream connections.
 	WebSocket WebSocket `yaml:"websocket"`
+	// MCP is the Model Context Protocol endpoint (mcp.go).
+	MCP MCP `yaml:"mcp"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

@@ -166,7 +166,7 @@ func (c *Config) validateHTTP() Errors {
 		}
 		// The API's data routes (it checks this too): without a credential
 		// there is no tenant to scope them to.
-		if strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json" {
+		if (strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json") || path == "/mcp" {
 			add(fmt.Sprintf("%q serves tenants' data and cannot be public (for a local try-out, use dev, which runs without authentication)", path), "http", "auth", "public_paths", strconv.Itoa(i))
 		}
 	}
