@@ -88,6 +88,7 @@ type Endpoint struct {
 	sessions  http.Handler
 	server    *sdk.Server
 	calls     *callRegistry
+	versions  *sessionVersions
 }
 
 // New builds the endpoint. It starts no goroutine.
@@ -122,7 +123,7 @@ func New(cfg Config) (*Endpoint, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	e := &Endpoint{cfg: cfg, calls: newCallRegistry()}
+	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions()}
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
 		HasTools:     true,
@@ -192,6 +193,20 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ci, ok := oneCall(msgs); ok {
 			r.Header.Set(callHeader, encodeCallInfo(ci))
 		}
+		if v := initializeVersion(msgs); v != "" && !newProtocol {
+			w = &sessionCapture{ResponseWriter: w, version: v, versions: e.versions}
+		}
+	}
+	// A session's requests are served at the revision negotiated when it
+	// began, whatever (older) version header a client sends later: the
+	// SDK chooses per request whether to write SSE priming events.
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		if v := e.versions.get(sid); v != "" {
+			r.Header.Set("Mcp-Protocol-Version", v)
+		}
+		if r.Method == http.MethodDelete {
+			e.versions.forget(sid)
+		}
 	}
 	if newProtocol && r.Header.Get("Mcp-Session-Id") == "" {
 		e.stateless.ServeHTTP(w, r)
@@ -203,8 +218,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // wireMsg is the part of a JSON-RPC message the endpoint reads before the
 // SDK does.
 type wireMsg struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
+	ID        json.RawMessage `json:"id"`
+	Method    string          `json:"method"`
+	rawParams json.RawMessage
 	Params struct {
 		Name      string                     `json:"name"`
 		Task      *taskParams                `json:"task"`
@@ -212,6 +228,22 @@ type wireMsg struct {
 		Reason    string                     `json:"reason"`
 		Meta      map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
+}
+
+// UnmarshalJSON keeps the raw params beside the parsed ones.
+func (m *wireMsg) UnmarshalJSON(b []byte) error {
+	type plain wireMsg
+	var raw struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(b, (*plain)(m)); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	m.rawParams = raw.Params
+	return nil
 }
 
 func (m wireMsg) protocol() string {
@@ -342,4 +374,103 @@ func (c *callRegistry) claimCancel(tenant, session string, id json.RawMessage) (
 	}
 	f.cancelled = true
 	return f.intentID, true
+}
+
+// initializeVersion returns the protocol version an initialize request
+// asks for, if the body is one and the version is a known one.
+func initializeVersion(msgs []wireMsg) string {
+	if len(msgs) != 1 || msgs[0].Method != "initialize" {
+		return ""
+	}
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(msgs[0].rawParams, &p) != nil {
+		return ""
+	}
+	switch p.ProtocolVersion {
+	case "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05":
+		return p.ProtocolVersion
+	}
+	return ""
+}
+
+// sessionCapture records the session id an initialize response assigns.
+type sessionCapture struct {
+	http.ResponseWriter
+	version  string
+	versions *sessionVersions
+	done     bool
+}
+
+func (c *sessionCapture) WriteHeader(code int) {
+	if !c.done {
+		c.done = true
+		if sid := c.Header().Get("Mcp-Session-Id"); sid != "" && code/100 == 2 {
+			c.versions.set(sid, c.version)
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *sessionCapture) Write(b []byte) (int, error) {
+	if !c.done {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *sessionCapture) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *sessionCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// maxSessions bounds the negotiated versions remembered; past it the
+// oldest are forgotten (those sessions then go by their header).
+const maxSessions = 100_000
+
+// sessionVersions remembers each session's negotiated protocol version.
+type sessionVersions struct {
+	mu    sync.Mutex
+	byID  map[string]string
+	order []string
+}
+
+func newSessionVersions() *sessionVersions { return &sessionVersions{byID: map[string]string{}} }
+
+func (s *sessionVersions) set(id, v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byID[id]; !ok {
+		s.order = append(s.order, id)
+	}
+	s.byID[id] = v
+	for len(s.byID) > maxSessions && len(s.order) > 0 {
+		delete(s.byID, s.order[0])
+		s.order = s.order[1:]
+	}
+	if len(s.order) > 2*maxSessions {
+		kept := s.order[:0]
+		for _, o := range s.order {
+			if _, ok := s.byID[o]; ok {
+				kept = append(kept, o)
+			}
+		}
+		s.order = kept
+	}
+}
+
+func (s *sessionVersions) get(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
+}
+
+func (s *sessionVersions) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
 }
