@@ -221,7 +221,7 @@ type wireMsg struct {
 	ID        json.RawMessage `json:"id"`
 	Method    string          `json:"method"`
 	rawParams json.RawMessage
-	Params struct {
+	Params    struct {
 		Name      string                     `json:"name"`
 		Task      *taskParams                `json:"task"`
 		RequestID json.RawMessage            `json:"requestId"`
