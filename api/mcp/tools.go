@@ -27,7 +27,11 @@ func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			return e.listTools(req)
 		case "tools/call":
 			if r, ok := req.(*sdk.CallToolRequest); ok {
-				return e.callTool(ctx, r)
+				res, err := e.callTool(ctx, r)
+				if ctr, ok := res.(*sdk.CallToolResult); ok && modern(r.ProtocolVersion()) {
+					return &completeResult{inner: ctr}, err
+				}
+				return res, err
 			}
 		case "tasks/get", "tasks/result", "tasks/cancel", "tasks/update", "tasks/list":
 			if res, ok, err := e.taskMethod(ctx, method, req); ok {
@@ -74,6 +78,12 @@ type executionWire struct {
 type toolsList struct {
 	sdk.ResultBase
 	Tools []toolWire `json:"tools"`
+	// 2026-07-28 (SEP-2549): a complete, cacheable result. The list is
+	// the tenant's, so private; it is not cached (configuration changes
+	// with a restart).
+	ResultType string `json:"resultType,omitempty"`
+	TTLMs      *int   `json:"ttlMs,omitempty"`
+	CacheScope string `json:"cacheScope,omitempty"`
 }
 
 // anyObject is the input schema of an intent type without one.
@@ -84,6 +94,10 @@ var anyObject = json.RawMessage(`{"type":"object"}`)
 func (e *Endpoint) listTools(req sdk.Request) (sdk.Result, error) {
 	tenant := tenantOf(req)
 	out := &toolsList{Tools: []toolWire{}}
+	if r, ok := req.(*sdk.ListToolsRequest); ok && modern(r.ProtocolVersion()) {
+		zero := 0
+		out.ResultType, out.TTLMs, out.CacheScope = "complete", &zero, "private"
+	}
 	for _, t := range e.cfg.Catalog.IntentTypes {
 		if !e.allowed(tenant, t.Name) {
 			continue
@@ -283,4 +297,37 @@ func toolResult(res *schemas.IntentResult) *sdk.CallToolResult {
 // tenant.
 func cancelRecord(tenant, intentID, reason string) intents.Cancel {
 	return intents.Cancel{IntentID: intentID, Reason: reason, Tenant: tenant}
+}
+
+// completeResult is a tool result tagged resultType "complete", as
+// 2026-07-28 wants every result (the SDK tags the results of its own tool
+// handlers; tools/call is served here).
+type completeResult struct {
+	sdk.ResultBase
+	inner *sdk.CallToolResult
+}
+
+func (c *completeResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.inner)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	if len(c.Meta) > 0 { // what the SDK added (serverInfo)
+		meta := map[string]any{}
+		for k, v := range c.inner.Meta {
+			meta[k] = v
+		}
+		for k, v := range c.Meta {
+			meta[k] = v
+		}
+		if m["_meta"], err = json.Marshal(meta); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(m)
 }
