@@ -85,3 +85,19 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("foreign origin: %d %s", r.status, r.body)
 	}
 }
+
+// TestTaskMethodsWithoutParams: tasks/* without params are JSON-RPC errors
+// (or an empty list), never a crash.
+func TestTaskMethodsWithoutParams(t *testing.T) {
+	h := newHarness(t, nil)
+	sid := h.session(keyAcme)
+	for _, m := range []string{"tasks/list", "tasks/get", "tasks/result", "tasks/cancel", "tasks/update"} {
+		r := h.post(keyAcme, sessionHdr(sid), `{"jsonrpc":"2.0","id":1,"method":"`+m+`"}`)
+		if r.reply() == nil && r.status < 400 {
+			t.Errorf("%s: %d %s", m, r.status, r.body)
+		}
+	}
+	if r := h.post(keyAcme, sessionHdr(sid), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); !strings.Contains(r.body, "echo") {
+		t.Fatalf("the server is gone: %d %s", r.status, r.body)
+	}
+}

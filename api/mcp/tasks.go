@@ -102,7 +102,9 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 	tenant := tenantOf(req)
 	if method == "tasks/list" {
 		r, ok := req.(*sdk.ServerRequest[*listParamsIn])
-		if !ok || modern(r.ProtocolVersion()) {
+		// Params may be absent (a legacy client: 2026-07-28 requests
+		// always carry _meta), and ProtocolVersion reads them.
+		if !ok || (r.Params != nil && modern(r.ProtocolVersion())) {
 			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/list is not part of the tasks extension of 2026-07-28"}
 		}
 		out := &taskList{Tasks: []taskWire{}}
@@ -114,6 +116,9 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 	r, ok := req.(*sdk.ServerRequest[*taskParamsIn])
 	if !ok {
 		return nil, false, nil
+	}
+	if r.Params == nil {
+		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " needs params {\"taskId\": ...}"}
 	}
 	v2026 := modern(r.ProtocolVersion())
 	if method == "tasks/update" {

@@ -21,7 +21,15 @@ import (
 // middleware serves tools/list and tools/call from the catalog; every
 // other method goes to the SDK.
 func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
-	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+	return func(ctx context.Context, method string, req sdk.Request) (_ sdk.Result, err error) {
+		// The SDK runs handlers on goroutines of its own, without a
+		// recover: a bug here must not take the process down.
+		defer func() {
+			if p := recover(); p != nil {
+				e.cfg.Logger.Error("mcp handler panicked", slog.String("method", method), slog.Any("panic", p))
+				err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+		}()
 		switch method {
 		case "tools/list":
 			return e.listTools(req)
