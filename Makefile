@@ -22,7 +22,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench mcp-check
 
 all: build
 
@@ -53,7 +53,12 @@ test-integration:
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
-check: test test-integration
+check: test test-integration mcp-check
+
+# Real MCP clients against 'switchboard dev' (deploy/mcp): the conformance suite, the
+# Python and the TypeScript SDKs, installed pinned by deploy/mcp/install.sh.
+mcp-check: build
+	deploy/mcp/check.sh
 
 # Only the chaos test, against the broker test-integration would use.
 chaos:

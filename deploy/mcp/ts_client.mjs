@@ -10,6 +10,7 @@
 // Exit 0 and one line "ts-client: N passed, 0 failed" when all pass.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { randomUUID } from 'node:crypto';
 
 const url = process.argv[2];
@@ -62,7 +63,7 @@ for await (const m of client.experimental.tasks.callToolStream({ name: 'echo', a
 }
 check('a task is created', typeof taskId === 'string' && taskId.startsWith('mcp-'), String(taskId));
 check('the task has its result', result && text(result).includes('as a task'), JSON.stringify(result));
-const viaResult = await client.experimental.tasks.getTaskResult(taskId);
+const viaResult = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
 check('tasks/result returns it again', text(viaResult).includes('as a task'), JSON.stringify(viaResult));
 
 await client.close();
