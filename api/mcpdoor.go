@@ -28,10 +28,13 @@ func TenantFrom(ctx context.Context) (string, bool) {
 	return p.tenant, true
 }
 
-// mountMCP routes MCPPath to the MCP handler, if there is one.
+// mountMCP routes MCPPath (POST, GET and DELETE, as Streamable HTTP uses
+// them) to the MCP handler, or to 404 without one.
 func (s *Server) mountMCP(h http.Handler) {
 	if h == nil {
-		return
+		h = http.HandlerFunc(s.notFound)
 	}
-	s.router.Handle(MCPPath, h)
+	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		s.router.Method(m, MCPPath, h)
+	}
 }

@@ -124,7 +124,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		tenantConns:  map[string]int{},
-		auth:         newAuthenticator(cfg.Auth, o.clock),
+		auth:         newAuthenticator(cfg.Auth, o.clock, o.logger),
 		sweeperStop:  make(chan struct{}),
 		sweeperDone:  make(chan struct{}),
 		flush:        newFlushShards(m.wsSent),
@@ -170,6 +170,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/v1/openapi.json", s.openAPI)
 	r.Get("/", s.serveConsole)
 	r.Get("/console/{file}", s.serveConsole)
+	r.Get(wellKnownPRM, s.serveResourceMetadata)
+	r.Get(wellKnownPRMMCP, s.serveResourceMetadata)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)

@@ -90,3 +90,18 @@ func TestToolSchemaErrorsNameFileLineAndKey(t *testing.T) {
 		}
 	}
 }
+
+func TestJWKSAndResourceConfig(t *testing.T) {
+	c, err := parse(t, "agents: {a: {}}\nintents: {e: {agent: a}}\nhttp:\n  auth:\n    jwt:\n      jwks_url: https://auth.example.com/.well-known/jwks.json\n      issuer: https://auth.example.com/\n      resource: https://sb.example.com/mcp\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ResolveAuth(nil, os.ReadFile)
+	if err != nil || r.JWKSURL != "https://auth.example.com/.well-known/jwks.json" || r.Resource != "https://sb.example.com/mcp" {
+		t.Fatalf("resolved %+v %v", r, err)
+	}
+	_, err = parse(t, "agents: {a: {}}\nintents: {e: {agent: a}}\nhttp:\n  auth:\n    jwt:\n      jwks_url: ftp://x\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "sb.yaml:6: http.auth.jwt.jwks_url") {
+		t.Fatalf("bad jwks_url: %v", err)
+	}
+}
