@@ -107,8 +107,10 @@ func (r *Results) RecentIntents(_ context.Context, tenant string, limit int) []I
 		if e == nil || (tenant != "" && tenantOf(e.res) != tenant) {
 			continue
 		}
-		out = append(out, IntentState{IntentID: id, IntentType: e.res.IntentType, Tenant: tenantOf(e.res), Result: e.res,
-			Timeout: r.timeouts[id], SubmittedAt: e.res.Timeline.ReceivedAt})
+		out = append(out, IntentState{
+			IntentID: id, IntentType: e.res.IntentType, Tenant: tenantOf(e.res), Result: e.res,
+			Timeout: r.timeouts[id], SubmittedAt: e.res.Timeline.ReceivedAt,
+		})
 	}
 	return out
 }

@@ -42,8 +42,10 @@ func newJWKSServer(t *testing.T) *jwksServer {
 			Keys []map[string]string `json:"keys"`
 		}
 		for kid, k := range j.keys.Load().(map[string]*rsa.PublicKey) {
-			doc.Keys = append(doc.Keys, map[string]string{"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
-				"n": base64.RawURLEncoding.EncodeToString(k.N.Bytes()), "e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes())})
+			doc.Keys = append(doc.Keys, map[string]string{
+				"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+				"n": base64.RawURLEncoding.EncodeToString(k.N.Bytes()), "e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes()),
+			})
 		}
 		_ = json.NewEncoder(w).Encode(doc)
 	}))

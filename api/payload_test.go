@@ -24,8 +24,10 @@ func orderCatalog(t *testing.T) api.Catalog {
 	}
 	yes := true
 	return api.Catalog{IntentTypes: []api.IntentTypeInfo{
-		{Name: "order", Agent: "a", TimeoutMs: 2000, Fallback: "none", Title: "Place an order", Description: "Places an order.",
-			InputSchema: in, OutputSchema: out, Annotations: &api.ToolAnnotations{Destructive: &yes}},
+		{
+			Name: "order", Agent: "a", TimeoutMs: 2000, Fallback: "none", Title: "Place an order", Description: "Places an order.",
+			InputSchema: in, OutputSchema: out, Annotations: &api.ToolAnnotations{Destructive: &yes},
+		},
 		{Name: "free", Agent: "a", TimeoutMs: 2000, Fallback: "none"},
 	}}
 }

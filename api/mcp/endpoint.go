@@ -126,7 +126,6 @@ func New(cfg Config) (*Endpoint, error) {
 	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions()}
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
-		HasTools:     true,
 		Instructions: "Each tool is a Switchboard intent type: a call publishes an intent to Kafka and answers with its result. Long calls can be tasks (the task id is the intent id).",
 		Capabilities: &sdk.ServerCapabilities{
 			Tools:      &sdk.ToolCapabilities{},

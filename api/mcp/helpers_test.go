@@ -109,8 +109,10 @@ func newHarness(t *testing.T, progress mcp.ProgressSource) *harness {
 			return nil
 		},
 		CancelFunc: func(_ context.Context, c intents.Cancel) error {
-			res := &schemas.IntentResult{IntentID: c.IntentID, IntentType: "slow", Outcome: schemas.OutcomeCancelled,
-				Error: &schemas.ErrorInfo{Code: "cancelled", Message: c.Reason}}
+			res := &schemas.IntentResult{
+				IntentID: c.IntentID, IntentType: "slow", Outcome: schemas.OutcomeCancelled,
+				Error: &schemas.ErrorInfo{Code: "cancelled", Message: c.Reason},
+			}
 			if c.Tenant != "" {
 				res.Tenant = &c.Tenant
 			}
@@ -120,8 +122,10 @@ func newHarness(t *testing.T, progress mcp.ProgressSource) *harness {
 		},
 	}
 	cat := catalog(t)
-	ep, err := mcp.New(mcp.Config{Catalog: cat, Publisher: h.pub, Results: h.results, Progress: progress, Clock: h.clock,
-		Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 64 << 10})
+	ep, err := mcp.New(mcp.Config{
+		Catalog: cat, Publisher: h.pub, Results: h.results, Progress: progress, Clock: h.clock,
+		Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 64 << 10,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,9 +60,9 @@ func ServeStdio(ctx context.Context, cfg StdioConfig, in io.ReadCloser, out io.W
 	if err != nil {
 		return fmt.Errorf("mcp: connect to %s: %w", cfg.URL, err)
 	}
-	defer remote.Close()
+	defer func() { _ = remote.Close() }()
 	server := sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
-		Logger: cfg.Logger, HasTools: true,
+		Logger: cfg.Logger, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 	})
 	server.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {

@@ -39,5 +39,5 @@ func TestStdioForwards(t *testing.T) {
 	}
 	_ = cs.Close()
 	cancel()
-	<-done
+	<-done // ServeStdio ends with ctx
 }

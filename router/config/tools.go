@@ -171,7 +171,7 @@ func readSchemaFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the schema file: %v", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxSchemaFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the schema file: %v", err)

@@ -71,18 +71,30 @@ func TestToolSchemaFileRelativeToTheConfig(t *testing.T) {
 
 func TestToolSchemaErrorsNameFileLineAndKey(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"does not compile", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {type: object, properties: {n: {type: numbr}}}\n",
-			"sb.yaml:5: intents.e.input_schema: "},
-		{"bad pattern in output", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    output_schema: {type: string, pattern: \"(\"}\n",
-			"sb.yaml:5: intents.e.output_schema: "},
-		{"missing file", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: nowhere/s.json\n",
-			"sb.yaml:5: intents.e.input_schema: cannot read the schema file"},
-		{"not an object", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {type: array}\n",
-			"sb.yaml:5: intents.e.input_schema: an input schema must describe a JSON object"},
-		{"external ref", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {$ref: \"https://example.com/x.json\"}\n",
-			"sb.yaml:5: intents.e.input_schema: "},
-		{"unknown annotation", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    annotations: {readonly: true}\n",
-			`sb.yaml:5: intents.e.annotations: unknown key "readonly"`},
+		{
+			"does not compile", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {type: object, properties: {n: {type: numbr}}}\n",
+			"sb.yaml:5: intents.e.input_schema: ",
+		},
+		{
+			"bad pattern in output", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    output_schema: {type: string, pattern: \"(\"}\n",
+			"sb.yaml:5: intents.e.output_schema: ",
+		},
+		{
+			"missing file", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: nowhere/s.json\n",
+			"sb.yaml:5: intents.e.input_schema: cannot read the schema file",
+		},
+		{
+			"not an object", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {type: array}\n",
+			"sb.yaml:5: intents.e.input_schema: an input schema must describe a JSON object",
+		},
+		{
+			"external ref", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    input_schema: {$ref: \"https://example.com/x.json\"}\n",
+			"sb.yaml:5: intents.e.input_schema: ",
+		},
+		{
+			"unknown annotation", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    annotations: {readonly: true}\n",
+			`sb.yaml:5: intents.e.annotations: unknown key "readonly"`,
+		},
 	} {
 		_, err := parse(t, tc.yaml, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
