@@ -162,6 +162,7 @@ Switchboard dev is running.
   Schema Registry    %s
   HTTP API           http://%s   (metrics at /metrics)
   WebSocket          ws://%s/v1/stream
+  MCP                http://%s/mcp   (every intent type is a tool; stdio: switchboard mcp --url http://%s/mcp)
   Authentication     %s
   demo agents        %d (slow answers after %s)
 
@@ -181,5 +182,5 @@ Context (fraud_check attaches the snapshot of its context_ref):
      the result's timeline names the snapshot's version)
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
 }
