@@ -164,7 +164,9 @@ func TestCancelledCallWritesTheCancelRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	<-done // the call ends with the cancellation
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call returned a result")
+	}
 	waitFor(t, func() bool { return len(h.pub.Cancels()) == 1 })
 	c := h.pub.Cancels()[0]
 	if c.IntentID != h.pub.Requests()[0].IntentID || c.Tenant != "acme" {

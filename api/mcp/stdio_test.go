@@ -39,5 +39,7 @@ func TestStdioForwards(t *testing.T) {
 	}
 	_ = cs.Close()
 	cancel()
-	<-done // ServeStdio ends with ctx
+	if err := <-done; err != nil {
+		t.Logf("ServeStdio ended with %v", err) // ctx ended: any error is its
+	}
 }

@@ -120,8 +120,10 @@ func TestMCPTaskOnKafka(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":"` + randomHex(4) + `","method":"` + method + `","params":{` + params +
 			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{` + ext + `}}}}`
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name} {
+		for k, v := range map[string]string{
+			"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name,
+		} {
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)
