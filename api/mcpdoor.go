@@ -16,6 +16,20 @@ const MCPPath = "/mcp"
 // Default: no MCP endpoint (404).
 func WithMCP(h http.Handler) Option { return func(o *options) { o.mcp = h } }
 
+// shutdowner is a mounted handler that must end its long requests before
+// the HTTP server can finish (the MCP endpoint's sessions and waits).
+type shutdowner interface {
+	Shutdown(ctx context.Context) error
+}
+
+// shutdownMCP ends the MCP endpoint's sessions and waiting calls, if it
+// can be told to.
+func (s *Server) shutdownMCP(ctx context.Context) {
+	if sd, ok := s.mcp.(shutdowner); ok {
+		_ = sd.Shutdown(ctx)
+	}
+}
+
 // TenantFrom returns the tenant the request's credential acts for, and
 // false when the request carries no principal (authentication off, or a
 // public path). Handlers mounted on the server (see [WithMCP]) scope
@@ -31,6 +45,7 @@ func TenantFrom(ctx context.Context) (string, bool) {
 // mountMCP routes MCPPath (POST, GET and DELETE, as Streamable HTTP uses
 // them) to the MCP handler, or to 404 without one.
 func (s *Server) mountMCP(h http.Handler) {
+	s.mcp = h
 	if h == nil {
 		h = http.HandlerFunc(s.notFound)
 	}

@@ -40,6 +40,7 @@ type Server struct {
 	readiness  func() error
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
+	mcp        http.Handler // nil: none (mcpdoor.go)
 	catalog    Catalog
 	openAPIDoc []byte // openapi.json with the catalog's schemas
 	agentState func(string) any
@@ -318,7 +319,9 @@ func (s *Server) Addr() string {
 //
 //  1. /readyz turns 503, new WebSocket upgrades get 503, and pending ?wait
 //     requests answer 202 "pending" at once;
-//  2. every WebSocket connection is sent close code 1001 (going away);
+//  2. every WebSocket connection is sent close code 1001 (going away), and
+//     the MCP endpoint (if mounted and it has a Shutdown method) ends its
+//     sessions and waiting calls;
 //  3. the listener closes and in-flight HTTP requests are waited for;
 //  4. WebSocket connections are waited for until their clients answer the
 //     close; those that have not after Config.WriteWait are closed;
@@ -352,6 +355,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.goAway()
 	}
+	s.shutdownMCP(ctx)
 	err := s.httpSrv.Shutdown(ctx)
 	if err != nil {
 		_ = s.httpSrv.Close()

@@ -101,3 +101,29 @@ func TestTaskMethodsWithoutParams(t *testing.T) {
 		t.Fatalf("the server is gone: %d %s", r.status, r.body)
 	}
 }
+
+// TestShutdownEndsWaitingCalls: a call waiting for its result answers at
+// once when the endpoint shuts down, naming the intent, which goes on.
+func TestShutdownEndsWaitingCalls(t *testing.T) {
+	h := newHarness(t, nil)
+	sid := h.session(keyAcme)
+	done := make(chan rpc, 1)
+	go func() {
+		done <- h.post(keyAcme, sessionHdr(sid), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	}()
+	bctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(bctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ep.Shutdown(bctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if !strings.Contains(r.body, "shutting down") || !strings.Contains(r.body, h.pub.Requests()[0].IntentID) {
+		t.Fatalf("the waiting call: %d %s", r.status, r.body)
+	}
+	if n := len(h.pub.Cancels()); n != 0 {
+		t.Fatalf("shutdown cancelled %d intents; they go on", n)
+	}
+}

@@ -89,6 +89,24 @@ type Endpoint struct {
 	server    *sdk.Server
 	calls     *callRegistry
 	versions  *sessionVersions
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Shutdown: waiting calls end
+	posts    inflight      // POSTs being served (a call answers within its POST)
+}
+
+// Shutdown ends the endpoint: calls waiting for a result answer at once
+// (their intents go on; the answer names the intent id), and every session
+// is closed, ending its streams. Call it before the HTTP server's
+// Shutdown, which waits for in-flight requests ([api.Server.Shutdown] does,
+// for a handler mounted with [api.WithMCP]). It is idempotent.
+func (e *Endpoint) Shutdown(ctx context.Context) error {
+	e.stopOnce.Do(func() { close(e.stopped) })
+	e.posts.wait(ctx) // the woken calls answer before their sessions close
+	for ss := range e.server.Sessions() {
+		_ = ss.Close()
+	}
+	return nil
 }
 
 // New builds the endpoint. It starts no goroutine.
@@ -123,7 +141,7 @@ func New(cfg Config) (*Endpoint, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions()}
+	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions(), stopped: make(chan struct{})}
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
 		Instructions: "Each tool is a Switchboard intent type: a call publishes an intent to Kafka and answers with its result. Long calls can be tasks (the task id is the intent id).",
@@ -171,6 +189,8 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("Authorization", "Bearer switchboard")
 	newProtocol := r.Header.Get("Mcp-Protocol-Version") >= protocol2026
 	if r.Method == http.MethodPost {
+		e.posts.add()
+		defer e.posts.done()
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.cfg.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
@@ -472,4 +492,44 @@ func (s *sessionVersions) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byID, id)
+}
+
+// inflight counts requests being served, and lets Shutdown wait until none
+// is (requests may still start meanwhile, unlike with a WaitGroup).
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n returns to 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 {
+		close(f.idle)
+	}
+}
+
+// wait returns when no request is in flight, or ctx ends.
+func (f *inflight) wait(ctx context.Context) {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }

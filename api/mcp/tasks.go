@@ -175,6 +175,8 @@ func (e *Endpoint) waitResult(ctx context.Context, tenant string, st api.IntentS
 	select {
 	case res := <-wait:
 		return res
+	case <-e.stopped:
+		return nil
 	case <-timer.Chan():
 		if st, ok := e.cfg.Lookup.LookupIntent(ctx, tenant, st.IntentID); ok && st.Result != nil {
 			return st.Result

@@ -230,6 +230,13 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
 					"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)}},
 			}, nil
+		case <-e.stopped:
+			return &sdk.CallToolResult{
+				IsError: true,
+				Meta:    sdk.Meta{"intent_id": id},
+				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
+					"the server is shutting down; intent %s goes on: look it up with GET /v1/intents/%s or on another instance", id, id)}},
+			}, nil
 		case <-ctx.Done():
 			if req.Session.ID() == "" {
 				// Stateless (2026-07-28): the client closed the request,
