@@ -24,7 +24,7 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check
 
 all: build
 
@@ -55,7 +55,7 @@ test-integration:
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
-check: test rules-test test-integration
+check: test rules-test test-integration mcp-check
 
 # The Prometheus config and alert rules (deploy/prometheus): promtool check, then the rules'
 # unit tests. Without promtool it says so and passes, except in CI (CI set), where it fails:
@@ -68,6 +68,11 @@ rules-test:
 	"$(PROMTOOL)" check config deploy/prometheus/prometheus.yml; \
 	"$(PROMTOOL)" check rules deploy/prometheus/alerts.yml; \
 	"$(PROMTOOL)" test rules deploy/prometheus/alerts_test.yml
+
+# Real MCP clients against 'switchboard dev' (deploy/mcp): the conformance suite, the
+# Python and the TypeScript SDKs, installed pinned by deploy/mcp/install.sh.
+mcp-check: build
+	deploy/mcp/check.sh
 
 # Only the chaos test, against the broker test-integration would use.
 chaos:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -26,14 +27,40 @@ type AgentInfo struct {
 }
 
 // IntentTypeInfo is one configured intent type. Fallback is "cache",
-// "static", "cache+static" or "none".
+// "static", "cache+static" or "none". Title, Description, the schemas and
+// Annotations describe it as a tool (payload.go, and the MCP endpoint);
+// InputSchema, when set, is enforced on POST /v1/intents.
 type IntentTypeInfo struct {
-	Name         string `json:"name"`
-	Agent        string `json:"agent"`
-	TimeoutMs    int64  `json:"timeout_ms"`
-	MinTimeoutMs int64  `json:"min_timeout_ms,omitempty"`
-	MaxTimeoutMs int64  `json:"max_timeout_ms,omitempty"`
-	Fallback     string `json:"fallback"`
+	Name         string           `json:"name"`
+	Agent        string           `json:"agent"`
+	TimeoutMs    int64            `json:"timeout_ms"`
+	MinTimeoutMs int64            `json:"min_timeout_ms,omitempty"`
+	MaxTimeoutMs int64            `json:"max_timeout_ms,omitempty"`
+	Fallback     string           `json:"fallback"`
+	Title        string           `json:"title,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  *payload.Schema  `json:"input_schema,omitempty"`
+	OutputSchema *payload.Schema  `json:"output_schema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ToolAnnotations are an intent type's MCP tool annotations: hints, never
+// enforced. A nil field is not stated.
+type ToolAnnotations struct {
+	ReadOnly    *bool `json:"read_only,omitempty"`
+	Destructive *bool `json:"destructive,omitempty"`
+	Idempotent  *bool `json:"idempotent,omitempty"`
+	OpenWorld   *bool `json:"open_world,omitempty"`
+}
+
+// IntentType returns the configured intent type called name.
+func (c Catalog) IntentType(name string) (IntentTypeInfo, bool) {
+	for _, t := range c.IntentTypes {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return IntentTypeInfo{}, false
 }
 
 // WithCatalog sets what GET /v1/agents and GET /v1/intent-types report as

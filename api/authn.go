@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -69,10 +70,15 @@ type authenticator struct {
 	rs256  jwt.VerificationKeySet
 	claim  string
 	public map[string]bool
+	jwks   *jwks // nil: no JWKS URL
 }
 
-func newAuthenticator(cfg AuthConfig, clock clockwork.Clock) *authenticator {
+func newAuthenticator(cfg AuthConfig, clock clockwork.Clock, log *slog.Logger) *authenticator {
 	a := &authenticator{keys: cfg.APIKeys, claim: cfg.JWT.TenantClaim, public: map[string]bool{}}
+	if cfg.Required && cfg.JWT.enabled() {
+		// The protected-resource metadata is public (RFC 9728).
+		a.public[wellKnownPRM], a.public[wellKnownPRMMCP] = true, true
+	}
 	for _, p := range cfg.PublicPaths {
 		a.public[p] = true
 	}
@@ -85,11 +91,14 @@ func newAuthenticator(cfg AuthConfig, clock clockwork.Clock) *authenticator {
 		a.hs256 = j.HS256Secret
 		algs = append(algs, jwt.SigningMethodHS256.Alg())
 	}
-	if len(j.RS256PublicKeys) > 0 {
+	if len(j.RS256PublicKeys) > 0 || j.JWKSURL != "" {
 		for _, k := range j.RS256PublicKeys {
 			a.rs256.Keys = append(a.rs256.Keys, k)
 		}
 		algs = append(algs, jwt.SigningMethodRS256.Alg())
+	}
+	if j.JWKSURL != "" {
+		a.jwks = newJWKS(j.JWKSURL, j.JWKSRefresh, clock, log)
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(algs),
@@ -228,8 +237,16 @@ func (a *authenticator) key(t *jwt.Token) (any, error) {
 			return a.hs256, nil
 		}
 	case *jwt.SigningMethodRSA:
-		if len(a.rs256.Keys) > 0 {
-			return a.rs256, nil
+		set := a.rs256
+		if a.jwks != nil {
+			kid, _ := t.Header["kid"].(string)
+			set = jwt.VerificationKeySet{Keys: append([]jwt.VerificationKey(nil), a.rs256.Keys...)}
+			for _, k := range a.jwks.keysFor(kid) {
+				set.Keys = append(set.Keys, k)
+			}
+		}
+		if len(set.Keys) > 0 {
+			return set, nil
 		}
 	}
 	return nil, jwt.ErrTokenUnverifiable

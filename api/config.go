@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -249,6 +250,7 @@ type options struct {
 	catalog    Catalog
 	agentState func(agent string) any
 	agentLag   func(agent string) any
+	mcp        http.Handler
 
 	idempotencyWindow time.Duration
 }

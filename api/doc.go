@@ -22,6 +22,14 @@
 //   - GET /v1/agents, /v1/intent-types (agents.go), /v1/openapi.json
 //     (openapi.go), the console at / (console.go, console/).
 //   - GET /metrics, /healthz and /readyz.
+//   - the payload check of an intent type's input_schema (payload.go: 422
+//     invalid_payload), and the schemas in GET /v1/intent-types and the
+//     OpenAPI document;
+//   - /mcp: the mount point of the MCP endpoint ([WithMCP]; package api/mcp
+//     owns the protocol) behind the same guard, [TenantFrom] for it, and
+//     the RFC 9728 protected-resource metadata (oauth.go);
+//   - [IntentLookup]: what the MCP endpoint's tasks read, implemented by
+//     [Results] from this instance's memory (lookup.go).
 //   - [Results]: this instance's memory of recent intents, known by
 //     (tenant, intent id) and bounded by count and bytes with eviction fair
 //     between tenants (store.go), the waiters of ?wait requests, the live
@@ -37,7 +45,8 @@
 // [Results.AddResult] and [Results.AddTimeout] from a reader of those topics.
 // Every instance reads all of them, so any instance can answer any client.
 //
-// It owns authentication and tenants ([AuthConfig]: API keys and JWTs, the
+// It owns authentication and tenants ([AuthConfig]: API keys and JWTs, RS256
+// keys from a JWKS URL (jwks.go), the
 // browser origin allowlist and CORS, 401/403 answers; a credential's tenant
 // scopes what it submits, reads, cancels and streams: tenant.go) and the
 // stream's limits (send queue in messages and bytes, keepalive, read size,

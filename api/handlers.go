@@ -64,6 +64,9 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if !s.checkPayload(w, req) {
+		return
+	}
 
 	publish := true
 	if id, finish, ok := s.claimIdempotency(w, r, key, req, explicitID, fp); !ok {

@@ -30,6 +30,9 @@ type errorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Path is the JSON Pointer of the failing value within the request
+	// body, when it is deeper than a field (invalid_payload).
+	Path string `json:"path,omitempty"`
 }
 
 type errorResponse struct {

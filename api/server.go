@@ -40,7 +40,9 @@ type Server struct {
 	readiness  func() error
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
+	mcp        http.Handler // nil: none (mcpdoor.go)
 	catalog    Catalog
+	openAPIDoc []byte // openapi.json with the catalog's schemas
 	agentState func(string) any
 	agentLag   func(string) any
 	idem       *idempotency
@@ -116,6 +118,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		contexts:     o.contexts,
 		history:      o.history,
 		catalog:      o.catalog,
+		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
 		agentState:   o.agentState,
 		agentLag:     o.agentLag,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
@@ -124,7 +127,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		tenantConns:  map[string]int{},
-		auth:         newAuthenticator(cfg.Auth, o.clock),
+		auth:         newAuthenticator(cfg.Auth, o.clock, o.logger),
 		sweeperStop:  make(chan struct{}),
 		sweeperDone:  make(chan struct{}),
 		flush:        newFlushShards(m.wsSent),
@@ -143,6 +146,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ErrorLog:      slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	s.mountMCP(o.mcp)
 	s.httpSrv = &http.Server{
 		Handler:           s.router,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -170,6 +174,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/v1/openapi.json", s.openAPI)
 	r.Get("/", s.serveConsole)
 	r.Get("/console/{file}", s.serveConsole)
+	r.Get(wellKnownPRM, s.serveResourceMetadata)
+	r.Get(wellKnownPRMMCP, s.serveResourceMetadata)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
@@ -316,7 +322,9 @@ func (s *Server) Addr() string {
 //
 //  1. /readyz turns 503, new WebSocket upgrades get 503, and pending ?wait
 //     requests answer 202 "pending" at once;
-//  2. every WebSocket connection is sent close code 1001 (going away);
+//  2. every WebSocket connection is sent close code 1001 (going away), and
+//     the MCP endpoint (if mounted and it has a Shutdown method) ends its
+//     sessions and waiting calls;
 //  3. the listener closes and in-flight HTTP requests are waited for;
 //  4. WebSocket connections are waited for until their clients answer the
 //     close; those that have not after Config.WriteWait are closed;
@@ -350,6 +358,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.goAway()
 	}
+	s.shutdownMCP(ctx)
 	err := s.httpSrv.Shutdown(ctx)
 	if err != nil {
 		_ = s.httpSrv.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
@@ -49,6 +50,8 @@ type route struct {
 
 	attachContext bool // context: attach
 	contextMaxAge time.Duration
+
+	input *payload.Schema // input_schema (payload.go); nil: none
 }
 
 // pending is an intent dispatched and not yet resolved.
@@ -199,6 +202,9 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 			m:      m.forRoute(name, it.Agent),
 		}
 		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
+		if it.InputSchema != nil {
+			r.input = it.InputSchema.Schema
+		}
 		if fc := it.Fallback.Cache; fc != nil {
 			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
 		}
@@ -252,6 +258,9 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 	}
 	if _, dup := e.resolved.get(req.IntentID); dup {
 		e.m.dupIntents.Inc()
+		return
+	}
+	if e.payloadFails(rec, t, r, &req, nowMs) {
 		return
 	}
 	p := &pending{

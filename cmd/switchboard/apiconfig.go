@@ -53,6 +53,11 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 			Audience:        r.Audience,
 			TenantClaim:     r.TenantClaim,
 			Leeway:          r.Leeway,
+
+			JWKSURL:              r.JWKSURL,
+			JWKSRefresh:          r.JWKSRefresh,
+			Resource:             r.Resource,
+			AuthorizationServers: r.AuthorizationServers,
 		},
 	}
 	for _, k := range r.APIKeys {

@@ -32,7 +32,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Run all of Switchboard on this machine with no Kafka installed: an embedded
 Kafka-protocol broker, a Schema Registry, the router (writing Avro), the HTTP
 and WebSocket API, and a demo agent for each configured agent ("slow" answers
-after one second, the others at once). Any Kafka client (kcat, Python, Java)
+after one second, "failing" fails every intent, the others answer at once). Any Kafka client (kcat, Python, Java)
 can reach the broker and the registry. Everything lives in memory and is gone
 when you stop it (Ctrl-C).
 
@@ -105,14 +105,17 @@ and JWTs locally.`, `  switchboard dev
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			delay := time.Duration(0)
-			if name == "slow" {
+			delay, errorRate := time.Duration(0), 0.0
+			switch name {
+			case "slow":
 				delay = slowDelay
+			case "failing":
+				errorRate = 1 // every intent fails: agent_error
 			}
 			a, err := client.NewAgent(client.AgentConfig{
 				Name: name, Topic: cfg.Agents[name].Topic, GroupID: cfg.Agents[name].GroupID, ResponsesTopic: cfg.Topics.Responses,
 				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
-			}, client.DemoHandler(name, delay, 0, nil))
+			}, client.DemoHandler(name, delay, errorRate, nil))
 			if err != nil {
 				cancel()
 				wg.Wait()
@@ -159,6 +162,7 @@ Switchboard dev is running.
   Schema Registry    %s
   HTTP API           http://%s   (metrics at /metrics)
   WebSocket          ws://%s/v1/stream
+  MCP                http://%s/mcp   (every intent type is a tool; stdio: switchboard mcp --url http://%s/mcp)
   Authentication     %s
   demo agents        %d (slow answers after %s)
 
@@ -178,5 +182,5 @@ Context (fraud_check attaches the snapshot of its context_ref):
      the result's timeline names the snapshot's version)
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
 }

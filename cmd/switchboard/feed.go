@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
@@ -113,7 +114,24 @@ func catalogOf(cfg *config.Config) api.Catalog {
 			Name: name, Agent: it.Agent,
 			TimeoutMs: it.Timeout.D().Milliseconds(), MinTimeoutMs: it.MinTimeout.D().Milliseconds(),
 			MaxTimeoutMs: it.MaxTimeout.D().Milliseconds(), Fallback: fb,
+			Title: it.Title, Description: it.Description,
+			InputSchema: compiled(it.InputSchema), OutputSchema: compiled(it.OutputSchema),
+			Annotations: annotationsOf(it.Annotations),
 		})
 	}
 	return c
+}
+
+func compiled(r *config.SchemaRef) *payload.Schema {
+	if r == nil {
+		return nil
+	}
+	return r.Schema
+}
+
+func annotationsOf(a *config.ToolAnnotations) *api.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	return &api.ToolAnnotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 }

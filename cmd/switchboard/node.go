@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/mcp"
 	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents/client"
 	"github.com/switchboard-mcp/switchboard/router"
@@ -162,9 +163,22 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		kafka: n.kafka, codec: codec, results: n.results, log: log,
 		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
 	}
-	n.api, err = api.New(apiCfg, n.pub, n.results,
+	catalog := catalogOf(cfg)
+	var mcpDoor api.Option
+	if !cfg.HTTP.MCP.Disabled {
+		ep, err := mcp.New(mcp.Config{
+			Catalog: catalog, Publisher: n.pub, Results: n.results, Logger: log.With("component", "mcp"),
+			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
+			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		mcpDoor = api.WithMCP(ep)
+	}
+	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
-		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),
+		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
 		api.WithReadiness(n.ready), api.WithContexts(n.store))

@@ -146,6 +146,10 @@ type IntentType struct {
 	// fresh. Default contexts.max_age.
 	ContextMaxAge Duration `yaml:"context_max_age"`
 
+	// Tool is how the intent type is described to callers: MCP clients see
+	// it as a tool, and the API enforces its input_schema (tools.go).
+	Tool `yaml:",inline"`
+
 	Name string `yaml:"-"`
 }
 
@@ -246,6 +250,8 @@ type HTTP struct {
 	Auth HTTPAuth `yaml:"auth"`
 	// WebSocket is the limits of stream connections.
 	WebSocket WebSocket `yaml:"websocket"`
+	// MCP is the Model Context Protocol endpoint (mcp.go).
+	MCP MCP `yaml:"mcp"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

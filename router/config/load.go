@@ -358,7 +358,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			}
 			it.Fallback.StaticJSON = string(b)
 		}
+		c.validateTool(name, it, add)
 	}
+	c.compileSchemas(add)
 	switch c.Router.Delivery {
 	case AtLeastOnce, ExactlyOnce:
 	default:
