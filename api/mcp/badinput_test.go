@@ -18,6 +18,7 @@ func TestSessionCancelNotification(t *testing.T) {
 	}()
 	bctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
+	waitFor(t, func() bool { return len(h.pub.Requests()) == 1 }) // its body is read
 	if err := h.clock.BlockUntilContext(bctx, 1); err != nil { // the call waits
 		t.Fatal(err)
 	}
@@ -113,6 +114,9 @@ func TestShutdownEndsWaitingCalls(t *testing.T) {
 	}()
 	bctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
+	// The API's body-read timer is on the same fake clock until the body
+	// has been read: wait for the publish, which follows it, first.
+	waitFor(t, func() bool { return len(h.pub.Requests()) == 1 })
 	if err := h.clock.BlockUntilContext(bctx, 1); err != nil {
 		t.Fatal(err)
 	}

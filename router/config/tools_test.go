@@ -93,7 +93,7 @@ func TestToolSchemaErrorsNameFileLineAndKey(t *testing.T) {
 		},
 		{
 			"unknown annotation", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    annotations: {readonly: true}\n",
-			`sb.yaml:5: intents.e.annotations: unknown key "readonly"`,
+			`sb.yaml:5: intents.e.annotations.readonly: unknown key "readonly"`,
 		},
 	} {
 		_, err := parse(t, tc.yaml, nil)
