@@ -43,6 +43,7 @@ type metrics struct {
 	retries                         *prometheus.CounterVec
 	cancels                         *prometheus.CounterVec
 	staleResponses                  prometheus.Counter
+	prog                            *progressMetrics // progress.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -151,6 +152,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if m.prog, err = newProgressMetrics(reg); err != nil {
+		return nil, err
 	}
 	m.requestSeconds = m.recordSeconds.WithLabelValues("requests")
 	m.responseSeconds = m.recordSeconds.WithLabelValues("responses")
