@@ -32,7 +32,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Run all of Switchboard on this machine with no Kafka installed: an embedded
 Kafka-protocol broker, a Schema Registry, the router (writing Avro), the HTTP
 and WebSocket API, and a demo agent for each configured agent ("slow" answers
-after one second, the others at once). Any Kafka client (kcat, Python, Java)
+after one second, "writer" writes its answer word by word as progress, the
+others answer at once). Any Kafka client (kcat, Python, Java)
 can reach the broker and the registry. Everything lives in memory and is gone
 when you stop it (Ctrl-C).
 
@@ -105,14 +106,10 @@ and JWTs locally.`, `  switchboard dev
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			delay := time.Duration(0)
-			if name == "slow" {
-				delay = slowDelay
-			}
 			a, err := client.NewAgent(client.AgentConfig{
 				Name: name, Topic: cfg.Agents[name].Topic, ResponsesTopic: cfg.Topics.Responses,
 				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
-			}, client.DemoHandler(name, delay, 0, nil))
+			}, devHandler(name))
 			if err != nil {
 				cancel()
 				wg.Wait()
@@ -134,6 +131,18 @@ and JWTs locally.`, `  switchboard dev
 	}
 	wg.Wait()
 	return nodeErr
+}
+
+// devHandler is the demo agent of each agent name: "writer" streams its
+// answer word by word, "slow" answers after slowDelay, the others at once.
+func devHandler(name string) client.Handler {
+	switch name {
+	case "writer":
+		return client.WriterHandler(name, nil)
+	case "slow":
+		return client.DemoHandler(name, slowDelay, 0, nil)
+	}
+	return client.DemoHandler(name, 0, 0, nil)
 }
 
 func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int, authOn bool) {
