@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +26,14 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	wait, err := parseWait(r.URL.Query(), s.cfg.MaxWait)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "wait")
+		return
+	}
+	stream, err := parseStream(r.URL.Query())
+	if err == nil && stream && wait > 0 {
+		err = errors.New("wait and stream=sse do not combine: the stream ends with the result")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "stream")
 		return
 	}
 	req, ok := s.decodeIntent(w, r)
@@ -62,6 +71,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 
 	publish := true
+	finished := func() {}
 	if id, finish, ok := s.claimIdempotency(w, r, key, req, explicitID, fp); !ok {
 		return
 	} else if finish == nil {
@@ -69,7 +79,8 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		s.front.repeats.Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
-		defer func() { finish(publish) }() // publish is false if it failed
+		finished = sync.OnceFunc(func() { finish(publish) }) // publish is false if it failed
+		defer finished()
 	}
 
 	// With ?wait, register the waiter before publishing, so that however
@@ -81,6 +92,16 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		res, wt = s.awaitVisible(p, req.IntentID)
 		defer s.results.release(wt)
+	}
+	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
+	if stream {
+		if !s.admitStream(p) {
+			s.refuseStream(w, p)
+			return
+		}
+		defer s.releaseStream(p)
+		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.cfg.SendQueue)
+		defer watch.Close()
 	}
 	if publish {
 		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
@@ -94,6 +115,12 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.results.submitted(req.IntentID, req.IntentType, deref(req.Tenant))
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
+	if watch != nil {
+		finished() // repeats need not wait for the stream to end
+		w.Header().Set("Location", location)
+		s.streamEvents(w, r, watch, req.IntentID, sseFrom{}, &accepted{IntentID: req.IntentID, Status: "accepted"})
+		return
+	}
 	if wait <= 0 {
 		w.Header().Set("Location", location)
 		writeJSON(w, http.StatusAccepted, accepted{IntentID: req.IntentID})

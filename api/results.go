@@ -48,6 +48,8 @@ type Results struct {
 	timeouts map[string]*schemas.IntentTimeout
 	tring    []string
 	tnext    int
+
+	prog progressFanOut // progress subscriptions and watches (progress.go, watch.go)
 }
 
 // entry is a stored result, where it was read (if known) and, once a
@@ -92,6 +94,8 @@ type subscriber struct {
 	// positioned is set once s subscribed or resumed: from then on the
 	// messages it is sent carry cursors.
 	positioned bool
+
+	prog progressSubs // the subscriptions that asked for progress (progress.go)
 }
 
 func newSubscriber(s sink) *subscriber {
@@ -202,6 +206,7 @@ func (r *Results) add(res *schemas.IntentResult, hasPos bool, partition int32, o
 		delete(r.waiters, res.IntentID)
 	}
 	r.fanOut(e)
+	r.resultToWatches(e)
 }
 
 // AddTimeout sends a timeout event read at partition/offset of the timeouts
@@ -257,6 +262,7 @@ func (r *Results) fanOut(e *entry) {
 			r.deliver(s, ev)
 			delete(s.intents, res.IntentID)
 			delete(subs, s)
+			r.endProgress(s, res.IntentID)
 		}
 		if len(subs) == 0 {
 			delete(r.byIntent, res.IntentID)
@@ -339,6 +345,7 @@ type event struct {
 	offset    int64
 	entry     *entry
 	timeout   *schemas.IntentTimeout
+	progress  *schemas.IntentProgress
 	msg       []byte
 }
 
@@ -351,6 +358,13 @@ func (ev *event) frame(cursor string) []byte {
 			return nil
 		}
 		return frame("result", cursor, "result", body)
+	}
+	if ev.progress != nil {
+		body, err := json.Marshal(ev.progress)
+		if err != nil {
+			return nil
+		}
+		return frame("progress", cursor, "progress", body)
 	}
 	body, err := json.Marshal(ev.timeout)
 	if err != nil {
@@ -519,6 +533,7 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cur
 		s.intents[id] = struct{}{}
 		addIndex(r.byIntent, id, s)
 	}
+	r.subscribeProgress(s, f)
 	return nil
 }
 
@@ -539,6 +554,7 @@ func (r *Results) unsubscribe(s *subscriber, f subscription) {
 		delete(s.types, f.IntentType)
 		removeIndex(r.byType, f.IntentType, s)
 	}
+	r.unsubscribeProgress(s, f)
 }
 
 // unsubscribeAll removes every subscription of s.
@@ -557,6 +573,7 @@ func (r *Results) unsubscribeAll(s *subscriber) {
 	clear(s.intents)
 	clear(s.sessions)
 	clear(s.types)
+	r.unsubscribeAllProgress(s)
 }
 
 func addIndex(idx map[string]map[*subscriber]struct{}, key string, s *subscriber) {

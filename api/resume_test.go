@@ -200,7 +200,7 @@ func TestStreamResumeCursorPastRetention(t *testing.T) {
 		log.AppendResult(sessionResult(i, "s"))
 	}
 	end := h.results.Position()
-	mid := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2}, Timeouts: []int64{0, 0}}
+	mid := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2}, Timeouts: []int64{0, 0}, Progress: []int64{0, 0}}
 	log.DeleteBefore(mid)
 
 	c2 := h.dial(nil)
