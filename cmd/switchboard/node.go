@@ -142,9 +142,13 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
+	order, err := api.NewFeed(n.results, api.FeedConfig{Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
 	n.feed = &resultsFeed{
-		kafka: n.kafka, codec: codec, results: n.results, log: log,
-		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
+		kafka: n.kafka, codec: codec, results: n.results, order: order, log: log,
+		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts, topicProg: cfg.Topics.Progress,
 	}
 	n.api, err = api.New(apiCfg, n.pub, n.results,
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
