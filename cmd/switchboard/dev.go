@@ -169,7 +169,7 @@ Switchboard dev is running.
   HTTP API           http://%s   (metrics at /metrics)
   WebSocket          ws://%s/v1/stream
   Authentication     %s
-  demo agents        %d (slow answers after %s)
+  demo agents        %d (slow answers after %s; writer streams)
 
 Try, in another terminal:
   switchboard send --type echo --payload '{"q":1}' --wait 5s%s
@@ -179,6 +179,11 @@ Try, in another terminal:
   curl -s -XPOST 'http://%s/v1/intents?wait=5s'%s -d '{"intent_type":"echo","payload":{"hello":"world"}}'
   switchboard tail --topic results%s
 
+Streaming (the writer agent writes its answer word by word, as progress):
+  switchboard send --type write --payload '{"words":20}' --follow%s
+  curl -N -XPOST 'http://%s/v1/intents?stream=sse'%s -d '{"intent_type":"write","payload":{"delay_ms":150}}'
+  open http://%s/ and send a write intent: its text grows in place
+
 Context (fraud_check attaches the snapshot of its context_ref):
   switchboard context publish --entity user-1 --features '{"clicks_5m":3,"spend_1h":42.5}'%s
   curl -s%s http://%s/v1/contexts/user-1
@@ -187,5 +192,7 @@ Context (fraud_check attaches the snapshot of its context_ref):
      the result's timeline names the snapshot's version)
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers,
+		brokers, httpAddr, header, httpAddr,
+		brokers, header, httpAddr, brokers)
 }
