@@ -39,8 +39,11 @@ var _ api.History = (*resultsFeed)(nil)
 func (f *resultsFeed) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	released := make(chan error, 1)
-	go func() { released <- f.order.Run(ctx) }()
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_ = f.order.Run(ctx) // returns nil when ctx ends
+	}()
 	defer func() { <-released }() // after cancel: Run returns at once
 	ready := func(start kafkaio.Offsets) {
 		f.order.Begin(api.Position{Results: start[f.topicRes], Timeouts: start[f.topicTO], Progress: start[f.topicProg]})

@@ -167,7 +167,7 @@ func benchProgressOnce(b *testing.B, bootstrap string, n, words, delayMs int) {
 		clients.Add(2)
 		go func() {
 			defer clients.Done()
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			var mine []arrival
 			for {
 				var m struct {
