@@ -257,6 +257,7 @@ func benchProgressOnce(b *testing.B, bootstrap string, n, words, delayMs int) {
 		b.Fatalf("chunks seen: websocket %d, sse %d, want %d; results %d and %d, want %d", len(wsChunk), len(sseChunk), chunks, len(wsResult), len(sseResult), n)
 	}
 	b.ReportMetric(float64(chunks)/took.Seconds(), "chunks/s")
+	b.ReportMetric(scrape(b, addr, "switchboard_api_results_held_total"), "results-held")
 	b.ReportMetric(float64(2*(chunks+n))/took.Seconds(), "deliveries/s")
 	for _, m := range []struct {
 		unit string
@@ -267,6 +268,23 @@ func benchProgressOnce(b *testing.B, bootstrap string, n, words, delayMs int) {
 		b.ReportMetric(float64(pct(m.v, 50)), m.unit)
 		b.ReportMetric(float64(pct(m.v, 99)), strings.Replace(m.unit, "p50", "p99", 1))
 	}
+}
+
+// scrape reads one unlabelled metric from the node's /metrics.
+func scrape(b *testing.B, addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // arrivalLatencies splits arrivals into chunk and result latencies (ms), sorted.
