@@ -96,6 +96,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
 	if stream {
 		if !s.admitStream(p) {
+			publish = false // nothing was: a retry with the same key publishes
 			s.refuseStream(w, p)
 			return
 		}

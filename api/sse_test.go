@@ -266,3 +266,26 @@ func TestEventsTenantScoped(t *testing.T) {
 		}
 	}
 }
+
+// A POST ?stream=sse over the tenant's stream cap is refused (429) before
+// publishing, and its Idempotency-Key stays free: the retry publishes.
+func TestSubmitStreamOverTheCapPublishesNothing(t *testing.T) {
+	h, _ := resumeHarness(t, 1, withAuth(nil), withConfig(func(c *api.Config) { c.MaxConnectionsPerTenant = 1 }))
+	held := h.sse("GET", "/v1/intents/other/events", "", bearer(keyAcme))
+	waitStreams(t, h, 1)
+	hdr := bearer(keyAcme)
+	hdr.Set("Idempotency-Key", "k-1")
+	resp, body := h.doWith("POST", "/v1/intents?stream=sse", `{"intent_type":"write","payload":{}}`, hdr)
+	wantRefusal(t, resp, body, http.StatusTooManyRequests, "too_many_connections")
+	if n := len(h.pub.Requests()); n != 0 {
+		t.Fatalf("published %d requests over the cap", n)
+	}
+	held.cancel()
+	waitStreams(t, h, 0)
+	if resp, body := h.doWith("POST", "/v1/intents", `{"intent_type":"write","payload":{}}`, hdr); resp.StatusCode != http.StatusAccepted || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry: %d %s (replayed %q)", resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if n := len(h.pub.Requests()); n != 1 {
+		t.Fatalf("the retry published %d requests, want 1", n)
+	}
+}
