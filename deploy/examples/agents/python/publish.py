@@ -41,10 +41,13 @@ def main():
     args = p.parse_args()
 
     intent_id = str(uuid.uuid4())
+    # A new W3C trace: the router takes it from the record's traceparent field
+    # and passes it on (field and header) to the agent, which continues it.
+    traceparent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
     intent = {"intent_id": intent_id, "intent_type": args.type, "payload": json.loads(args.payload),
-              "created_at": int(time.time() * 1000)}
-    # Optional fields left out: target_agent, context_ref, timeout_ms, session_id, tenant, traceparent.
-    headers = [("traceparent", f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01")]
+              "created_at": int(time.time() * 1000), "traceparent": traceparent}
+    # Optional fields left out: target_agent, context_ref, timeout_ms, session_id, tenant.
+    headers = [("traceparent", traceparent)]
     sr = SchemaRegistryClient({"url": args.registry}) if args.registry else None
     if args.encoding == "avro":
         if sr is None:
@@ -68,7 +71,7 @@ def main():
     if not delivered or delivered[0][0] is not None:
         sys.exit(f"publish: not delivered: {delivered[0][0] if delivered else 'timed out'}")
     partition = delivered[0][1].partition()
-    print(f"published {intent_id} to {args.requests}[{partition}]", file=sys.stderr)
+    print(f"published {intent_id} to {args.requests}[{partition}] traceparent {headers[0][1]}", file=sys.stderr)
 
     consumer.assign([TopicPartition(args.results, partition, ends[partition])])
     avro = AvroDeserializer(sr) if sr else None
