@@ -92,7 +92,9 @@ until_ok 120 curl -sf "http://127.0.0.1:$port/readyz" || fail "switchboard dev i
 check_agents() {
 	local mode=$1 b=$2 api=$3 prefix=$4 n lang id out t0 tp
 	local sbflags=(--brokers "$b" --registry "$reg")
-	[[ $mode == dev ]] || sbflags+=(--config "$work/serve.yaml")
+	local sendflags=()
+	# serve's API shows an intent to its tenant only: the API key's.
+	[[ $mode == dev ]] || { sbflags+=(--config "$work/serve.yaml"); sendflags=(--tenant examples); }
 	agent_topic() { if [[ -n $prefix ]]; then echo "$prefix.agent.$1"; else echo "mcp.agent.$1.request"; fi; }
 	agent_flags() { # the topic, group and responses topic of agent $1 under this run's prefix
 		[[ -z $prefix ]] || echo "--topic $prefix.agent.$1 --group $prefix.agent.$1 --responses $prefix.response"
@@ -109,7 +111,7 @@ check_agents() {
 	for n in py-json py-avro ts-json ts-avro; do
 		lang=python
 		[[ $n == ts-* ]] && lang=typescript
-		out=$("$sb" send "${sbflags[@]}" --type "$n" --payload "{\"steps\":2,\"delay_ms\":20,\"check\":\"$n\"}" --wait 90s 2>&1) ||
+		out=$("$sb" send "${sbflags[@]}" "${sendflags[@]}" --type "$n" --payload "{\"steps\":2,\"delay_ms\":20,\"check\":\"$n\"}" --wait 90s 2>&1) ||
 			fail "$mode: $n: send: $out"
 		jq -e --arg n "$n" --arg l "$lang" '.outcome == "answered" and .answer.agent == $n and .answer.lang == $l
 			and .answer.echo.check == $n and .progress_count == 2' <<<"$out" >/dev/null ||
@@ -151,7 +153,7 @@ check_agents() {
 
 	# A cancel notice stops the work: a long intent, cancelled once it has begun.
 	for n in py-avro ts-json; do
-		id=$("$sb" send "${sbflags[@]}" --type "$n" --payload '{"steps":300,"delay_ms":100}' | jq -r .intent_id)
+		id=$("$sb" send "${sbflags[@]}" "${sendflags[@]}" --type "$n" --payload '{"steps":300,"delay_ms":100}' | jq -r .intent_id)
 		until_ok 60 bash -c "curl -sf '$api/v1/intents/$id/events' -H 'authorization: Bearer ${api_key:-}' --max-time 2 | grep -q '^event: progress'" ||
 			fail "$mode: $n: no progress for $id"
 		"$sb" cancel "${sbflags[@]}" --reason check "$id" >/dev/null || fail "$mode: cancel $id"
@@ -222,7 +224,7 @@ for mode in "${modes[@]}"; do
 			  overrides: {}
 		YAML
 		for n in py-json py-avro ts-json ts-avro readme-py readme-kcat; do
-			sed -i "s/^  $n: *{\(.*\)}/  $n: {\1, topic: $prefix.agent.$n, group_id: $prefix.agent.$n}/; s/{, /{/" "$work/serve.yaml"
+			sed -i "/^agents:/,/^intents:/s/^  $n: *{\(.*\)}/  $n: {\1, topic: $prefix.agent.$n, group_id: $prefix.agent.$n}/; s/{, /{/" "$work/serve.yaml"
 		done
 		sed -i "/^kafka:/a\\  group_id: $prefix.router" "$work/serve.yaml"
 		start serve "$sb" serve --config "$work/serve.yaml"
