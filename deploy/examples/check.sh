@@ -33,8 +33,8 @@ for tool in kcat jq curl; do
 	command -v "$tool" >/dev/null || { echo "examples-check: $tool is not installed (apt-get install $tool)" >&2; exit 1; }
 done
 [[ -x $sb ]] || { echo "examples-check: no $sb: run make build" >&2; exit 1; }
+# The TypeScript files run from the install dir (their node_modules), so they are told where the schemas are.
 cp "$here"/agents/typescript/*.ts "$dir/"
-export SWITCHBOARD_SCHEMAS=$root/schemas
 
 work=$(mktemp -d /tmp/switchboard-examples-check.XXXXXX)
 pids=()
@@ -105,7 +105,7 @@ check_agents() {
 	done
 	for n in ts-json ts-avro; do
 		# shellcheck disable=SC2046
-		start "$mode-$n" "$node" "$dir/agent.ts" --name "$n" --bootstrap "$b" --registry "$reg" $(agent_flags "$n")
+		start "$mode-$n" env SWITCHBOARD_SCHEMAS="$root/schemas" "$node" "$dir/agent.ts" --name "$n" --bootstrap "$b" --registry "$reg" $(agent_flags "$n")
 	done
 
 	for n in py-json py-avro ts-json ts-avro; do
