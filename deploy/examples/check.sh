@@ -141,15 +141,17 @@ check_agents() {
 	jq -e '.outcome == "answered" and .answer.echo.from == "publish.ts"' <<<"$out" >/dev/null || fail "$mode: publish.ts: $out"
 	echo "examples-check: $mode: publish.ts got its result"
 
-	# A request whose deadline has passed is skipped (JSON agents: kcat writes it).
+	# A request whose deadline has passed is skipped, and so is a record that is no request,
+	# without stopping the agent (JSON agents: kcat writes them).
 	for n in py-json ts-json; do
 		id=late-$mode-$n-$$
-		echo "$id|{\"intent_id\":\"$id\",\"intent_type\":\"$n\",\"agent\":\"$n\",\"payload\":{},\"deadline\":1,\"attempt\":1}" |
+		printf '%s\n' "$id|not json" "$id|{\"intent_id\":\"$id\",\"intent_type\":\"$n\",\"agent\":\"$n\",\"payload\":{},\"deadline\":1,\"attempt\":1}" |
 			kcat -b "$b" -P -t "$(agent_topic "$n")" -K '|' -X topic.partitioner=murmur2_random ||
 			fail "$mode: kcat could not write to $(agent_topic "$n")"
 		until_ok 30 logged "$mode-$n" "skipped $id: deadline passed" || fail "$mode: $n did not skip $id"
+		logged "$mode-$n" "skipped an unreadable record" || fail "$mode: $n did not skip a record that is not JSON"
 	done
-	echo "examples-check: $mode: py-json and ts-json skip a request past its deadline"
+	echo "examples-check: $mode: py-json and ts-json skip a request past its deadline and an unreadable record"
 
 	# A cancel notice stops the work: a long intent, cancelled once it has begun.
 	for n in py-avro ts-json; do

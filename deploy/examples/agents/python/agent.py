@@ -50,8 +50,9 @@ class Job:
     def __init__(self, msg, req, avro):
         self.msg, self.req, self.avro = msg, req, avro
         payload = req["payload"] if isinstance(req["payload"], dict) else {}
-        self.steps = max(0, min(int(payload.get("steps", 0)), 100))
-        self.delay = max(0, min(int(payload.get("delay_ms", 0)), 10_000)) / 1000
+        number = lambda v: int(v) if isinstance(v, (int, float)) else 0  # noqa: E731
+        self.steps = max(0, min(number(payload.get("steps")), 100))
+        self.delay = max(0, min(number(payload.get("delay_ms")), 10_000)) / 1000
         self.sent = 0
         self.due = time.monotonic()
         self.cancelled = False
@@ -63,12 +64,12 @@ class Agent:
         group = args.group or f"switchboard-agent-{args.name}"
         self.consumer = Consumer({
             "bootstrap.servers": args.bootstrap, "group.id": group,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.metrics.push": False,
         })
         # murmur2_random is the Java clients' partitioner: the response lands on
         # the partition number of its request, which is where the router looks.
         self.producer = Producer({"bootstrap.servers": args.bootstrap, "partitioner": "murmur2_random",
-                                  "enable.idempotence": True})
+                                  "enable.idempotence": True, "enable.metrics.push": False})
         self.consumer.subscribe([args.topic or f"mcp.agent.{args.name}.request"])
         self.read_avro = self.write_avro = None
         if args.registry:
@@ -99,13 +100,14 @@ class Agent:
                 avro = True
             else:
                 req, avro = json.loads(value), False
-        except Exception as e:  # undecodable: log it, never stop the agent
-            print(f"agent {self.name}: skipped an undecodable record at offset {msg.offset()}: {e}", flush=True)
+            job = Job(msg, req, avro)
+            expired = req["deadline"] <= now_ms()
+        except Exception as e:  # undecodable or not a request: log it, never stop the agent
+            print(f"agent {self.name}: skipped an unreadable record at offset {msg.offset()}: {e!r}", flush=True)
             return self.done(msg)
-        if req["deadline"] <= now_ms():
+        if expired:
             print(f"agent {self.name}: skipped {req['intent_id']}: deadline passed", flush=True)
             return self.done(msg)
-        job = Job(msg, req, avro)
         self.jobs[req["intent_id"]] = job
         self.schedule(job)
 

@@ -59,12 +59,13 @@ def main():
         value = json.dumps(intent).encode()
 
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "enable.metrics.push": False})
     parts = consumer.list_topics(args.results, timeout=10).topics[args.results].partitions
     ends = {n: consumer.get_watermark_offsets(TopicPartition(args.results, n), timeout=10)[1] for n in parts}
 
     delivered = []
-    producer = Producer({"bootstrap.servers": args.bootstrap, "partitioner": "murmur2_random"})
+    producer = Producer({"bootstrap.servers": args.bootstrap, "partitioner": "murmur2_random",
+                         "enable.metrics.push": False})
     producer.produce(args.requests, key=intent_id, value=value, headers=headers,
                      on_delivery=lambda err, msg: delivered.append((err, msg)))
     producer.flush(10)

@@ -156,7 +156,11 @@ await consumer.run({
     try {
       ({ req, avro } = await decode(message.value ?? Buffer.alloc(0)));
     } catch (e) {
-      console.log(`agent ${name}: skipped an undecodable record at offset ${message.offset}: ${e}`);
+      console.log(`agent ${name}: skipped an unreadable record at offset ${message.offset}: ${e}`);
+      return done();
+    }
+    if (typeof req?.intent_id !== "string" || typeof req.deadline !== "number") {
+      console.log(`agent ${name}: skipped an unreadable record at offset ${message.offset}: not a request`);
       return done();
     }
     if (req.deadline <= Date.now()) {
@@ -172,7 +176,8 @@ await consumer.run({
       .finally(() => {
         inHand.delete(req.intent_id);
         return done();
-      });
+      })
+      .catch((e) => console.log(`agent ${name}: commit: ${e}`)); // a rebalance: the next owner reads it again
   },
 });
 console.log(`agent ${name}: ready`);
