@@ -34,7 +34,9 @@ for tool in kcat jq curl; do
 done
 [[ -x $sb ]] || { echo "examples-check: no $sb: run make build" >&2; exit 1; }
 # The TypeScript files run from the install dir (their node_modules), so they are told where the schemas are.
-cp "$here"/agents/typescript/*.ts "$dir/"
+cp "$here"/agents/typescript/*.ts "$here/agents/typescript/tsconfig.json" "$dir/"
+echo "examples-check: tsc: type-checking the TypeScript examples"
+(cd "$dir" && "$node" node_modules/typescript/bin/tsc -p .) || { echo "examples-check: FAIL: tsc found type errors" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/switchboard-examples-check.XXXXXX)
 pids=()

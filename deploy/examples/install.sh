@@ -2,9 +2,9 @@
 # Installs what deploy/examples/check.sh runs, pinned, into DIR (default
 # ~/.cache/switchboard/examples): a Python venv with confluent-kafka and its
 # Avro and Schema Registry extras (agents/python/requirements.txt), and from
-# npm kafkajs, @kafkajs/confluent-schema-registry and a Node 22 binary
+# npm kafkajs, @kafkajs/confluent-schema-registry, a Node 22 binary and tsc
 # (agents/typescript/package.json; Node 22 runs the .ts files as they are,
-# by type stripping, where Debian's Node 20 cannot).
+# by type stripping, where Debian's Node 20 cannot; tsc type-checks them).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=${1:-${SWITCHBOARD_EXAMPLES:-$HOME/.cache/switchboard/examples}}
