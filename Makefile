@@ -24,7 +24,7 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check examples-check
 
 all: build
 
@@ -55,7 +55,7 @@ test-integration:
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
-check: test rules-test test-integration mcp-check
+check: test rules-test test-integration mcp-check examples-check
 
 # The Prometheus config and alert rules (deploy/prometheus): promtool check, then the rules'
 # unit tests. Without promtool it says so and passes, except in CI (CI set), where it fails:
@@ -73,6 +73,13 @@ rules-test:
 # Python and the TypeScript SDKs, installed pinned by deploy/mcp/install.sh.
 mcp-check: build
 	deploy/mcp/check.sh
+
+# The example agents and publishers in Python and TypeScript (deploy/examples/agents), and
+# the README's agent snippets, against 'switchboard dev' and against Apache Kafka (the
+# cluster in KAFKA_BOOTSTRAP, else one deploy/kafka/kafka.sh starts on KAFKA_PORT and
+# stops); their clients installed pinned by deploy/examples/install.sh.
+examples-check: build
+	deploy/examples/check.sh
 
 # Only the chaos test, against the broker test-integration would use.
 chaos:
