@@ -100,15 +100,17 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nowMs = 1_800_000_000_000
-	// A payload that makes the pending record larger than the result.
-	payload := schemas.JSON(`{"text":"` + strings.Repeat("x", 200) + `"}`)
+	// A traceparent that makes the pending record larger than the result
+	// (which does not hold it). The resolved marker holds no payload.
+	payload := schemas.JSON(`{}`)
+	trace := "00-" + strings.Repeat("a", 32) + "-" + strings.Repeat("b", 16) + "-01"
 	plain, err := schemas.NewCodec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pending := &schemas.PendingIntent{
 		IntentID: "m-1", IntentType: "plain", Agent: "one", RecordTs: nowMs, ReceivedAt: nowMs, DispatchedAt: nowMs,
-		Deadline: nowMs + 1000, Attempt: 1, Payload: payload,
+		Deadline: nowMs + 1000, Attempt: 1, Payload: payload, Traceparent: &trace,
 	}
 	state, err := plain.Encode(config.DefaultPending, pending)
 	if err != nil {
@@ -133,7 +135,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 		}
 		e.flush(nowMs)
 	}
-	req := &schemas.IntentRequest{IntentID: "m-1", IntentType: "plain", Payload: payload}
+	req := &schemas.IntentRequest{IntentID: "m-1", IntentType: "plain", Payload: payload, Traceparent: &trace}
 	push(config.DefaultRequests, req)
 	ok := schemas.JSON(`{}`)
 	push(config.DefaultResponses, &schemas.AgentResponse{RequestID: "m-1", Agent: "one", Status: schemas.StatusOK, Answer: &ok})

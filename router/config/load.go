@@ -195,6 +195,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
 	c.setHTTPDefaults()
+	c.setBudgetDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -348,6 +349,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add("must be at least 1", "router", "max_pending")
 	}
 	c.validatePressure(add)
+	c.validateBudget(add)
 	c.validateContexts(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
