@@ -53,23 +53,27 @@ func (p *Publisher) PublishIntent(ctx context.Context, req *schemas.IntentReques
 	return p.Publish(ctx, req)
 }
 
-// Cancel publishes a cancel record for intentID to the requests topic (key
-// the id, header switchboard.control=cancel, value {"intent_id","reason"})
-// and returns once the broker acknowledged it. The router resolves the
-// intent `cancelled` if it is still pending, and ignores the record
-// otherwise. reason may be empty.
+// Cancel publishes a cancel record for intentID, an intent without a tenant,
+// to the requests topic (key the id, header switchboard.control=cancel,
+// value {"intent_id","reason"}) and returns once the broker acknowledged
+// it. The router resolves the intent `cancelled` if it is still pending,
+// and ignores the record otherwise. reason may be empty. An intent of a
+// tenant is cancelled with PublishCancel.
 func (p *Publisher) Cancel(ctx context.Context, intentID, reason string) error {
-	value, err := intents.MarshalCancel(intents.Cancel{IntentID: intentID, Reason: reason})
+	return p.PublishCancel(ctx, intents.Cancel{IntentID: intentID, Reason: reason})
+}
+
+// PublishCancel publishes c as a cancel record, tenant included: the router
+// cancels the intent of c.Tenant ("" for none) with c.IntentID, and no
+// other tenant's. It makes a Publisher an api.Publisher: the API sets
+// c.Tenant from the caller's credential.
+func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
+	value, err := intents.MarshalCancel(c)
 	if err != nil {
 		return err
 	}
 	headers := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
-	return p.p.Send(ctx, p.topic, []byte(intentID), value, headers, time.Time{})
-}
-
-// PublishCancel is Cancel; it makes a Publisher an api.Publisher.
-func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
-	return p.Cancel(ctx, c.IntentID, c.Reason)
+	return p.p.Send(ctx, p.topic, []byte(c.IntentID), value, headers, time.Time{})
 }
 
 // Close flushes and releases the producer.
