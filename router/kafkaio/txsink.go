@@ -45,7 +45,7 @@ func (k *TxSink) open(ctx context.Context) error {
 		// (unless the instance restarts with the same id first).
 		owned["transaction.timeout.ms"] = 20000
 	}
-	for key, v := range producerSettings {
+	for key, v := range routerProducerSettings(k.settings) {
 		owned[key] = v
 	}
 	cm, err := k.settings.configMapFor("producer", owned)
