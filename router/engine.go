@@ -24,6 +24,12 @@ const (
 	// HeaderMovedFrom marks a record the router moved to the partition its
 	// key hashes to, with the partition it was produced to.
 	HeaderMovedFrom = "switchboard.moved.from"
+	// HeaderReplayedFrom marks a record an operator put back from the
+	// dead-letter topic (switchboard dlq replay): a request so marked is
+	// served even though its intent was rejected within the dedup window,
+	// the one exception to one result per intent (a repair: rejected, then
+	// its real outcome).
+	HeaderReplayedFrom = "switchboard.replayed.from"
 )
 
 // Error classes the router adds to schemas' decoding classes.
@@ -232,14 +238,19 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		}
 	}
 	key := intentKey(req.Tenant, req.IntentID)
+	logKey := key
 	if e.known(key) {
-		e.m.dupIntents.Inc()
-		return
+		prior, ok := e.replayOverRejection(rec, key)
+		if !ok {
+			e.m.dupIntents.Inc()
+			return
+		}
+		logKey = prior
 	}
 	p := &pending{
 		id:          req.IntentID,
 		key:         key,
-		logKey:      key,
+		logKey:      logKey,
 		route:       r,
 		agent:       agent,
 		partition:   rec.Partition,
@@ -263,6 +274,37 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		return
 	}
 	e.admit(p, nowMs, t)
+}
+
+// replayOverRejection reports whether a request for an intent already known
+// (key) is an operator's replay from the dead-letter topic of an intent that
+// was rejected: then its rejection is forgotten (it is served, and its
+// result follows the rejected one) and prior is the key of its changelog
+// record, which the new intent's records replace.
+func (e *engine) replayOverRejection(rec *Record, key string) (prior string, ok bool) {
+	if !hasHeader(rec, HeaderReplayedFrom) {
+		return "", false
+	}
+	done, resolved := e.resolved.get(key)
+	if !resolved || done.outcome != schemas.OutcomeRejected {
+		return "", false
+	}
+	if e.resolved.delete(key) {
+		e.resolved.ids.remove(key)
+	}
+	if done.logKey == "" {
+		return key, true
+	}
+	return done.logKey, true
+}
+
+func hasHeader(rec *Record, key string) bool {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // known reports whether the intent of key is pending or was resolved within

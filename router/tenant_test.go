@@ -351,3 +351,45 @@ func TestFallbackCacheKeysDoNotAliasAcrossTenants(t *testing.T) {
 		t.Fatalf("fallback-cache topic key %q", cached.Key)
 	}
 }
+
+// The one exception to one result per intent is an operator's repair: a
+// request replayed from the dead-letter topic (switchboard dlq replay marks
+// it) whose intent was rejected is served, its real result following the
+// rejection. Replaying an intent that was served is still a duplicate, and
+// so is the same request without the mark.
+func TestReplayedRequestSupersedesItsRejection(t *testing.T) {
+	h := start(t, testConfig, "at_least_once")
+	h.request("r-1", "echo", `{}`, tenantIs("acme"), func(r *schemas.IntentRequest) { r.TargetAgent = schemas.Ptr("nobody") })
+	h.wait(results, 1)
+	h.request("r-1", "echo", `{}`, tenantIs("acme")) // not a replay: a duplicate
+	h.settle()
+	if got := h.counter("switchboard_intents_duplicate_total"); got != 1 {
+		t.Fatalf("duplicates %v", got)
+	}
+	if n := h.sink.Count(echoTopic); n != 0 {
+		t.Fatalf("a duplicate of a rejected intent was dispatched")
+	}
+	replay := func(id string) {
+		v, err := h.codec.Encode(requests, &schemas.IntentRequest{IntentID: id, IntentType: "echo", Payload: "{}", Tenant: schemas.Ptr("acme")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := h.offset[requests]
+		h.offset[requests]++
+		h.src.Push(&router.Record{Topic: requests, Offset: off, Key: []byte(id), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
+			Headers: []router.Header{{Key: router.HeaderReplayedFrom, Value: []byte("mcp.intent.dlq/0/0")}}})
+	}
+	replay("r-1")
+	h.wait(echoTopic, 1)
+	h.answerAs("r-1", "echo", schemas.Ptr("acme"), `{"ok":1}`)
+	h.wait(results, 2)
+	got := h.resultsFor("acme", "r-1")
+	if len(got) != 2 || got[0].Outcome != schemas.OutcomeRejected || got[1].Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("results %+v, want rejected then answered", got)
+	}
+	replay("r-1") // answered now: a replay is a duplicate like any other
+	h.settle()
+	if n := h.sink.Count(echoTopic); n != 1 || len(h.resultsFor("acme", "r-1")) != 2 {
+		t.Fatalf("a replay of an answered intent was served again")
+	}
+}
