@@ -88,7 +88,7 @@ line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboar
 	}
 	wctx, wcancel := context.WithTimeout(ctx, *wait)
 	defer wcancel()
-	res, err := client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, req.IntentID, publish)
+	res, err := client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, intents.TenantOf(req.Tenant), req.IntentID, publish)
 	if err != nil {
 		if errors.Is(err, client.ErrNoResult) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("no result for intent %s within %s (is the router running? try 'switchboard tail --topic dlq')", req.IntentID, *wait)

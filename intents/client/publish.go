@@ -83,9 +83,11 @@ func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
 var ErrNoResult = errors.New("client: no result before the deadline")
 
 // Await reads the results topic from its current end, calls publish once it
-// is reading (so the result cannot be missed), and returns the result of
-// intentID.
-func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, intentID string, publish func() error) (*schemas.IntentResult, error) {
+// is reading (so the result cannot be missed), and returns the result of the
+// intent (tenant, intentID), tenant "" for an intent without one: another
+// tenant's intent of the same id is another intent, and its result is not
+// this one's.
+func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, tenant, intentID string, publish func() error) (*schemas.IntentResult, error) {
 	var (
 		res     *schemas.IntentResult
 		pubErr  error
@@ -103,7 +105,7 @@ func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, result
 			return nil
 		}
 		var r schemas.IntentResult
-		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID {
+		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
 			return nil
 		}
 		res = &r

@@ -255,3 +255,23 @@ func TestPublishCancelCarriesTheTenant(t *testing.T) {
 		t.Fatalf("acme's intent after globex's cancel: %+v (error %+v)", res, res.Error)
 	}
 }
+
+// Await returns the result of the intent of its tenant and id, never the
+// result of another tenant's intent of the same id (switchboard send
+// --tenant --wait).
+func TestAwaitMatchesTheTenant(t *testing.T) {
+	b := newRouterBench(t)
+	close(b.release) // the agent answers at once
+	res, err := client.Await(b.ctx, b.s, b.codec, b.cfg.Topics.Results, "globex", "a-1", func() error {
+		b.submit("acme", "a-1")
+		b.result("acme", "a-1") // acme's result is on the topic first
+		b.submit("globex", "a-1")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tenant == nil || *res.Tenant != "globex" || res.Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("Await returned %+v", res)
+	}
+}
