@@ -16,7 +16,9 @@ import (
 //     bound the router pauses its requests partitions, as at max_pending,
 //     and resumes below 90% of it. What was fetched before the pause took
 //     effect is still admitted, so the table may pass the bound by the
-//     router's poll queue (queueBytes) at most.
+//     router's poll queue (queueBytes, 32 MiB) and librdkafka's prefetch
+//     (16 MiB, router/kafkaio): 303 MB pending at a 256 MiB bound with
+//     1 MB intents (BENCHMARKS.md).
 //   - router.max_pending_bytes_per_tenant bounds one tenant's: a tenant's new
 //     intent that would pass it resolves shed at once (error code
 //     tenant_budget), so that one tenant's large payloads cannot pause every

@@ -60,6 +60,7 @@ type pending struct {
 	id          string
 	key         string // intentKey(tenant, id): its key in the pending table and the dedup window
 	logKey      string // the key of its changelog record (key, or the key it was restored from)
+	logKeyB     []byte // logKey as record-key bytes, made once (outputs are not modified by sinks)
 	bytes       int64  // what it holds, as the budget counted it
 	route       *route
 	agent       *agentRoute
@@ -385,7 +386,15 @@ func (e *engine) persist(p *pending, t *track) bool {
 // that the intents of every tenant that use one id are all restored with it
 // (a scoped key would hash elsewhere).
 func (p *pending) changelog(topic string, state []byte) *Output {
-	return &Output{Topic: topic, Partition: &p.partition, Key: []byte(p.logKey), Value: state}
+	return &Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
+}
+
+// logKeyBytes is p's changelog key as the bytes of a record key, made once.
+func (p *pending) logKeyBytes() []byte {
+	if p.logKeyB == nil {
+		p.logKeyB = []byte(p.logKey)
+	}
+	return p.logKeyB
 }
 
 // unpersisted resolves an intent whose agent request or pending state could
@@ -587,7 +596,13 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Results, Key: []byte(p.id), Value: value, Headers: p.headers()}, cause, nil)
+	var key []byte
+	if p.logKey == p.id {
+		key = p.logKeyBytes() // one copy of the id for the result and the changelog
+	} else {
+		key = []byte(p.id)
+	}
+	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation

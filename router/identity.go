@@ -78,16 +78,21 @@ func (x idIndex) only(id string) (tenant string, n int) {
 	return s.first, 1
 }
 
-// each calls f with every tenant that holds id.
-func (x idIndex) each(id string, f func(tenant string)) {
+// set returns the tenants that hold id and how many they are; s.at(i) is
+// the i-th, for i below n.
+func (x idIndex) set(id string) (s tenantSet, n int) {
 	s, ok := x[id]
 	if !ok {
-		return
+		return s, 0
 	}
-	f(s.first)
-	for _, t := range s.more {
-		f(t)
+	return s, 1 + len(s.more)
+}
+
+func (s tenantSet) at(i int) string {
+	if i == 0 {
+		return s.first
 	}
+	return s.more[i-1]
 }
 
 // keep puts p in the pending table, once, and counts what it holds.

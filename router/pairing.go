@@ -121,18 +121,20 @@ func (e *engine) pairKey(resp *schemas.AgentResponse) (key, invalid string) {
 	}
 	// The intents of that id dispatched to this agent.
 	match, n := "", 0
-	e.pendingIDs.each(id, func(tenant string) {
-		k := intents.Scoped(tenant, id)
+	ps, pn := e.pendingIDs.set(id)
+	for i := range pn {
+		k := intents.Scoped(ps.at(i), id)
 		if p := e.pending[k]; p.agentName() == resp.Agent && p.lastDispatched() > 0 {
 			match, n = k, n+1
 		}
-	})
-	e.resolved.ids.each(id, func(tenant string) {
-		k := intents.Scoped(tenant, id)
+	}
+	rs, rn := e.resolved.ids.set(id)
+	for i := range rn {
+		k := intents.Scoped(rs.at(i), id)
 		if r, ok := e.resolved.get(k); ok && r.agent == resp.Agent && r.dispatched {
 			match, n = k, n+1
 		}
-	})
+	}
 	switch {
 	case n == 1:
 		return match, ""
