@@ -295,10 +295,19 @@ func TestStoreKeepsTenantsApart(t *testing.T) {
 		tenant, entity string
 		want           float64 // 0: none
 	}{
-		{"", "user-1", 1}, {"acme", "user-1", 2}, {"globex", "user-1", 3}, {"initech", "user-1", 0},
-		{"acme", "user-2", 0}, {"", "user-2", 0}, {"acme", "user-3", 0}, {"", "user-3", 0},
-		{"", "user 4", 0}, {"a b", "user-5", 0}, {"", "user-9", 0},
-		{"acme", "user-6", 0}, {"globex", "user-6", 10},
+		{"", "user-1", 1},
+		{"acme", "user-1", 2},
+		{"globex", "user-1", 3},
+		{"initech", "user-1", 0},
+		{"acme", "user-2", 0},
+		{"", "user-2", 0},
+		{"acme", "user-3", 0},
+		{"", "user-3", 0},
+		{"", "user 4", 0},
+		{"a b", "user-5", 0},
+		{"", "user-9", 0},
+		{"acme", "user-6", 0},
+		{"globex", "user-6", 10},
 	} {
 		got, status := s.Lookup(tc.tenant, tc.entity, 0)
 		e, ok := s.Get(tc.tenant, tc.entity)

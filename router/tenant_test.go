@@ -105,9 +105,9 @@ func testRejectionNeverResolvesAnIntentTwice(t *testing.T, delivery string) {
 // Id squatting: a tenant that uses an id first does not take it from
 // another tenant. globex posts x-1 (of an unknown type, then of a served
 // one); acme's x-1 is dispatched and answered all the same.
-func TestAnotherTenantsIdIsNotADuplicate(t *testing.T) { both(t, testAnotherTenantsIdIsNotADuplicate) }
+func TestAnotherTenantsIDIsNotADuplicate(t *testing.T) { both(t, testAnotherTenantsIDIsNotADuplicate) }
 
-func testAnotherTenantsIdIsNotADuplicate(t *testing.T, delivery string) {
+func testAnotherTenantsIDIsNotADuplicate(t *testing.T, delivery string) {
 	h := start(t, testConfig, delivery)
 	h.request("x-1", "no_such_type", `{}`, tenantIs("globex"))
 	h.wait(results, 1)
@@ -376,8 +376,10 @@ func TestReplayedRequestSupersedesItsRejection(t *testing.T) {
 		}
 		off := h.offset[requests]
 		h.offset[requests]++
-		h.src.Push(&router.Record{Topic: requests, Offset: off, Key: []byte(id), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
-			Headers: []router.Header{{Key: router.HeaderReplayedFrom, Value: []byte("mcp.intent.dlq/0/0")}}})
+		h.src.Push(&router.Record{
+			Topic: requests, Offset: off, Key: []byte(id), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
+			Headers: []router.Header{{Key: router.HeaderReplayedFrom, Value: []byte("mcp.intent.dlq/0/0")}},
+		})
 	}
 	replay("r-1")
 	h.wait(echoTopic, 1)

@@ -88,8 +88,10 @@ func TestTenantFieldsRoundTrip(t *testing.T) {
 		if got.Tenant == nil || *got.Tenant != "" {
 			t.Fatalf("%v: an echoed empty tenant read back as %v", c.Encoding(), got.Tenant)
 		}
-		ar := &AgentRequest{IntentID: "i-1", IntentType: "t", Agent: "a", Payload: "{}", Attempt: 1,
-			Context: &ContextSnapshot{EntityID: "user-1", Features: map[string]float64{"f": 1}, Tenant: Ptr("acme")}}
+		ar := &AgentRequest{
+			IntentID: "i-1", IntentType: "t", Agent: "a", Payload: "{}", Attempt: 1,
+			Context: &ContextSnapshot{EntityID: "user-1", Features: map[string]float64{"f": 1}, Tenant: Ptr("acme")},
+		}
 		if b, err = c.Encode("mcp.agent.a.request", ar); err != nil {
 			t.Fatal(err)
 		}
