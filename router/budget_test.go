@@ -1,9 +1,12 @@
 package router_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
@@ -102,5 +105,26 @@ func TestPollQueueIsBoundedByBytes(t *testing.T) {
 	}
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
 		t.Fatal("not resumed once the loop caught up")
+	}
+}
+
+// An exactly_once transaction is bounded by bytes: large intents are
+// committed after 16 MiB of outputs, without waiting for the commit
+// interval, so that no transaction holds hundreds of MB (whose flush on a
+// loaded host outlived transaction.timeout.ms and had the producer fenced).
+func TestLargeTransactionsCommitEarly(t *testing.T) {
+	// The commit clock never moves: only the size bound commits.
+	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "exactly_once", router.WithCommitClock(clockwork.NewFakeClock()))
+	for i := range 12 {
+		h.request(fmt.Sprintf("big-%d", i), "echo", large)
+	}
+	// About 1.8 MB of outputs each: the tenth passes 16 MiB and commits
+	// the ten (the last two wait for a commit interval that never comes).
+	h.wait(echoTopic, 10)
+	if commits, _, _ := h.tx.Counts(); commits != 1 {
+		t.Fatalf("%d commits, want 1", commits)
+	}
+	if n := h.sink.Count(echoTopic); n != 10 {
+		t.Fatalf("%d dispatches visible, want the ten of the first transaction", n)
 	}
 }

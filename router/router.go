@@ -106,6 +106,7 @@ type Router struct {
 	assigned   map[TopicPartition]bool  // what this instance owns
 	positions  map[TopicPartition]int64 // exactly_once: next offset to read, per owned partition
 	txOpen     bool                     // exactly_once: a transaction holds outputs
+	txBytes    int64                    // exactly_once: the bytes of the open transaction's outputs
 	dirty      bool                     // exactly_once: positions moved since the last commit
 	lastCommit int64
 	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
@@ -370,6 +371,9 @@ func (r *Router) handle(ev any) {
 		}
 		r.engine.flush(now)
 		r.tr.release(t)
+		if r.txBytes >= maxTxBytes {
+			r.commit()
+		}
 		if !ev.PolledAt.IsZero() {
 			o := r.m.responseSeconds
 			if ev.Topic == r.cfg.Topics.Requests {
@@ -464,6 +468,15 @@ func (r *Router) pressure() {
 	}
 }
 
+// maxTxBytes bounds an exactly_once transaction by the bytes of its outputs:
+// past it the loop commits after the record at hand rather than at the next
+// commit interval. Committing flushes every output first, and a transaction
+// open longer than transaction.timeout.ms (20 s) is aborted by the broker,
+// which fences the producer: with intents of 1 MiB (a dispatch and a
+// changelog record each) on a loaded host, a commit interval's worth could
+// take that long, and the router fell into abort, redo, abort.
+const maxTxBytes = 16 << 20
+
 // delivery is the opaque of one produced output (at_least_once).
 type delivery struct {
 	a, b *track
@@ -485,6 +498,7 @@ func (r *Router) produce(o *Output, a, b *track) {
 		if err := r.tx.Produce(o, nil); err != nil {
 			r.txFailed(err)
 		}
+		r.txBytes += int64(len(o.Key) + len(o.Value))
 		return
 	}
 	a.hold()
@@ -573,7 +587,7 @@ func (r *Router) commit() {
 		r.txFailed(err)
 		return
 	}
-	r.txOpen, r.dirty = false, false
+	r.txOpen, r.dirty, r.txBytes = false, false, 0
 	r.engine.resolved.commit()
 	r.m.transactions.WithLabelValues("committed").Inc()
 	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
@@ -632,7 +646,7 @@ func (r *Router) dropWork(fatal bool) {
 			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
 		}
 	}
-	r.txOpen, r.dirty = false, false
+	r.txOpen, r.dirty, r.txBytes = false, false, 0
 	r.engine.resolved.rollback()
 	for tp := range r.assigned {
 		if tp.Topic == r.cfg.Topics.Requests {
