@@ -475,7 +475,7 @@ func (r *Router) pressure() {
 // which fences the producer: with intents of 1 MiB (a dispatch and a
 // changelog record each) on a loaded host, a commit interval's worth could
 // take that long, and the router fell into abort, redo, abort.
-const maxTxBytes = 16 << 20
+var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
 // delivery is the opaque of one produced output (at_least_once).
 type delivery struct {
