@@ -71,10 +71,13 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Another tenant's resolved intent is answered as an unknown one (202:
-	// the record goes out with the caller's tenant and the router ignores
-	// it), so that its existence is not revealed.
-	if res, known := s.results.Get(id); known && s.mayCancel(r, res) {
+	// Only the caller's tenant's intent counts (the tenant-less one with
+	// authentication off, as the cancel record says): another tenant's
+	// resolved intent with this id is answered as an unknown one (202: the
+	// record goes out with the caller's tenant and the router ignores it),
+	// so that its existence is not revealed.
+	tenant := deref(tenantPtr(principalFrom(r.Context())))
+	if res, known := s.results.Get(tenant, id); known {
 		var body resolvedError
 		body.Error.errorBody = errorBody{
 			Code:    codeAlreadyResolved,
@@ -87,22 +90,13 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	// An intent still pending has no tenant this instance knows: the
 	// record carries the caller's, and the router cancels only an intent of
 	// that tenant.
-	c := intents.Cancel{IntentID: id, Reason: reason}
-	if p := principalFrom(r.Context()); p != nil {
-		c.Tenant = p.tenant
-	}
+	c := intents.Cancel{IntentID: id, Reason: reason, Tenant: tenant}
 	if err := s.pub.PublishCancel(r.Context(), c); err != nil {
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish cancel failed", slog.String("intent_id", id), slog.Any("error", err))
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the cancellation could not be published; retry", "")
 		return
 	}
 	writeJSON(w, http.StatusAccepted, cancelRequested{IntentID: id, Status: "cancel_requested"})
-}
-
-// mayCancel says whether the caller of r may see (and so cancel) res: with
-// authentication on, only an intent of the caller's tenant.
-func (s *Server) mayCancel(r *http.Request, res *schemas.IntentResult) bool {
-	return visible(principalFrom(r.Context()), res)
 }
 
 // cancelReason reads the optional reason: ?reason=TEXT, else the body
@@ -116,10 +110,7 @@ func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, b
 		dec.DisallowUnknownFields()
 		var b cancelBody
 		if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
-					fmt.Sprintf("the body is larger than the limit of %d bytes", mbe.Limit), "")
+			if s.writeBodyError(w, err) {
 				return "", false
 			}
 			writeError(w, http.StatusBadRequest, codeInvalidJSON,
@@ -127,6 +118,9 @@ func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, b
 			return "", false
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			if s.writeBodyError(w, err) {
+				return "", false
+			}
 			writeError(w, http.StatusBadRequest, codeInvalidJSON, errTrailingData.Error(), "")
 			return "", false
 		}

@@ -74,7 +74,9 @@ func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout) []timelineEve
 	return ev
 }
 
-// getIntent serves GET /v1/intents/{id}.
+// getIntent serves GET /v1/intents/{id}: the caller's tenant's intent
+// (tenant.go); another tenant's is not found, word for word as an unknown
+// one.
 func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if r.URL.RawPath != "" {
@@ -82,20 +84,7 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 			id = u
 		}
 	}
-	res, to, inflight, owner := s.results.lookup(id)
-	if p := principalFrom(r.Context()); p != nil {
-		// Another tenant's intent is not found, word for word as an unknown
-		// one: its existence is not revealed.
-		if res != nil && !visible(p, res) {
-			res, to, inflight = nil, nil, false
-		}
-		if to != nil && (to.Tenant == nil || *to.Tenant != p.tenant) {
-			to = nil
-		}
-		if inflight && owner != p.tenant {
-			inflight = false
-		}
-	}
+	res, to, inflight := s.results.lookup(tenantPtr(principalFrom(r.Context())), id)
 	switch {
 	case res != nil:
 		writeJSON(w, http.StatusOK, intentView{IntentResult: res, Status: "resolved", Timeout: to, Events: timeline(res, to)})
@@ -107,32 +96,18 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lookup returns what this instance knows of an intent: its result, its
-// timeout event, whether it was submitted here and is unresolved, and then
-// its tenant.
-func (r *Results) lookup(id string) (*schemas.IntentResult, *schemas.IntentTimeout, bool, string) {
+// lookup returns what this instance knows of intent id as tenant's caller
+// sees it (nil: any tenant's, authentication off): its result, its last
+// timeout event, and whether it was submitted here and is unresolved.
+func (r *Results) lookup(tenant *string, id string) (*schemas.IntentResult, *schemas.IntentTimeout, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var res *schemas.IntentResult
-	if e, ok := r.byID[id]; ok {
-		res = e.res
-	}
 	r.stats.expire()
-	_, inflight := r.stats.inflight[id]
-	return res, r.timeouts[id], inflight, r.stats.owner[id]
-}
-
-// storeTimeout keeps a timeout event for GET /v1/intents/{id}, evicting the
-// oldest beyond the store's capacity. Called with mu held.
-func (r *Results) storeTimeout(t *schemas.IntentTimeout) {
-	if _, ok := r.timeouts[t.IntentID]; ok {
-		r.timeouts[t.IntentID] = t
-		return
+	e := r.findFor(tenant, id, func(*entry) bool { return true })
+	if e == nil {
+		_, inflight := r.stats.inflight[intentKey{deref(tenant), id}]
+		return nil, nil, inflight
 	}
-	if old := r.tring[r.tnext]; old != "" {
-		delete(r.timeouts, old)
-	}
-	r.tring[r.tnext] = t.IntentID
-	r.tnext = (r.tnext + 1) % len(r.tring)
-	r.timeouts[t.IntentID] = t
+	_, inflight := r.stats.inflight[e.key]
+	return e.res, e.timeout, inflight
 }

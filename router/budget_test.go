@@ -108,23 +108,41 @@ func TestPollQueueIsBoundedByBytes(t *testing.T) {
 	}
 }
 
-// An exactly_once transaction is bounded by bytes: large intents are
-// committed after 16 MiB of outputs, without waiting for the commit
-// interval, so that no transaction holds hundreds of MB (whose flush on a
-// loaded host outlived transaction.timeout.ms and had the producer fenced).
+// An exactly_once transaction is bounded by bytes: a backlog of large
+// intents, taken in one wake-up (group commit), is committed after every
+// 16 MiB of outputs rather than as one transaction, so that no transaction
+// holds hundreds of MB (whose flush on a loaded host outlived
+// transaction.timeout.ms and had the producer fenced).
 func TestLargeTransactionsCommitEarly(t *testing.T) {
-	// The commit clock never moves: only the size bound commits. A bound
-	// of 1 MiB and intents of 100 KB keep the test quick under -race.
+	// A bound of 1 MiB and intents of 100 KB keep the test quick under -race.
 	defer router.SetMaxTxBytes(1 << 20)()
 	payload := `{"blob":"` + strings.Repeat("x", 100_000) + `"}`
 	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "exactly_once", router.WithCommitClock(clockwork.NewFakeClock()))
-	for i := range 12 {
+	blocked := h.tx.BlockCommits()
+	t.Cleanup(h.tx.UnblockCommits) // before the router's stop, which commits
+	h.request("big-0", "echo", payload)
+	select {
+	case <-blocked:
+	case <-h.ctx.Done():
+		t.Fatal("the first intent's transaction was never committed")
+	}
+	const queued = 12
+	for i := 1; i <= queued; i++ {
 		h.request(fmt.Sprintf("big-%d", i), "echo", payload)
 	}
-	// About 200 KB of outputs each: the sixth passes 1 MiB and commits the
-	// six, the twelfth the next six; no commit interval passes.
-	h.wait(echoTopic, 12)
-	if commits, _, _ := h.tx.Counts(); commits != 2 {
-		t.Fatalf("%d commits, want 2", commits)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	h.tx.UnblockCommits()
+	h.wait(echoTopic, queued+1)
+	// About 200 KB of outputs per intent (a dispatch and a changelog
+	// record): the sixth of a transaction passes 1 MiB and commits it, so
+	// no transaction holds more than 12 outputs; without the bound the
+	// backlog is one transaction of 24.
+	b := h.tx.Batches()
+	for _, n := range b {
+		if n > 12 {
+			t.Fatalf("committed transactions held %v outputs: one past 1 MiB (12)", b)
+		}
 	}
 }

@@ -56,6 +56,9 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 	}
 	p := e.pending[key]
 	if p == nil {
+		if resp.Status == schemas.StatusProgress {
+			e.strayProgress(key)
+		}
 		e.onStrayResponse(rec, &resp, key, nowMs, t)
 		return
 	}
@@ -89,14 +92,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.recordOutcome(p, true, nowMs)
 		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
-		e.m.progress.Inc()
-		if current && p.route.idleMs > 0 {
-			// Progress pushes the idle deadline, never the deadline.
-			p.idleAt = nowMs + p.route.idleMs
-			if e.persist(p, t) {
-				e.schedule(p)
-			}
-		}
+		e.onProgress(p, &resp, current, t, nowMs)
 	default:
 		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
 	}

@@ -53,7 +53,22 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad delivery", "agents: {a: {}}\nintents: {e: {agent: a}}\nrouter:\n  delivery: maybe_once\n", `sb.yaml:4: router.delivery: "maybe_once" is not a delivery guarantee`},
 		{"duplicate topic", "topics:\n  results: mcp.intent.request\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.results: topic "mcp.intent.request" is also topics.requests`},
 		{"syntax", "agents: [\n", `sb.yaml:`},
-		{"wrong type", "topics:\n  partitions: many\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.partitions: cannot unmarshal`},
+		{"wrong type", "topics:\n  partitions: many\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.partitions: "many" is not a whole number`},
+		// A flow mapping puts several keys on one line: the key is still exact.
+		{"wrong type in a flow mapping", "agents: {a: {}}\nintents: {e: {agent: a}}\ntopics: {replication_factor: 1, partitions: six}\n", `sb.yaml:3: topics.partitions: "six" is not a whole number`},
+		{"wrong type deep", "agents:\n  a: {max_in_flight: 1.5}\nintents: {e: {agent: a}}\n", `sb.yaml:2: agents.a.max_in_flight: "1.5" is not a whole number`},
+		{"unknown key in a flow mapping", "agents: {a: {topic: x, encodng: json}}\nintents: {e: {agent: a}}\n", `sb.yaml:1: agents.a.encodng: unknown key "encodng"`},
+		{"list for a mapping", "agents: [a]\nintents: {e: {agent: a}}\n", `sb.yaml:1: agents: want a mapping of names, not a list`},
+		{"bad duration in a flow mapping", "agents: {a: {}}\nintents: {e: {agent: a, timeout: soon}}\n", `sb.yaml:2: intents.e.timeout: "soon" is not a duration`},
+		{"partitions past int32", "topics:\n  partitions: 99999999999\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.partitions: 99999999999 is more than Kafka allows (2147483647)`},
+		{"replication past int16", "topics:\n  replication_factor: 40000\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.replication_factor: 40000 is more than Kafka allows (32767)`},
+		{"override out of range", "topics:\n  overrides:\n    mcp.intent.dlq:\n      partitions: -3\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:4: topics.overrides.mcp.intent.dlq.partitions: -3 is out of range`},
+		{"second document", "agents: {a: {}}\nintents: {e: {agent: a}}\n---\nrouter: {delivery: at_least_once}\n", `sb.yaml:3: a second YAML document starts here`},
+		{"topic with a space", "topics:\n  requests: \"bad topic!\"\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.requests: "bad topic!" is not a topic name Kafka accepts`},
+		{"topic dot dot", "topics:\n  results: ..\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.results: ".." is not a topic name Kafka accepts`},
+		{"topic too long", "agents:\n  a: {topic: " + strings.Repeat("t", 300) + "}\nintents: {e: {agent: a}}\n", `sb.yaml:2: agents.a.topic: topic name is 300 characters long; Kafka's limit is 249`},
+		{"topics colliding", "topics:\n  results: mcp_intent_request\nagents: {a: {}}\nintents: {e: {agent: a}}\n", `sb.yaml:2: topics.results: topic "mcp_intent_request" collides with "mcp.intent.request" (topics.requests)`},
+		{"events topic", "agents: {a: {}}\nintents: {e: {agent: a}}\ncontexts:\n  aggregate:\n    events_topic: \"ev/ents\"\n    key_field: user\n    features: {n: {op: count, window: 1m}}\n", `sb.yaml:5: contexts.aggregate.events_topic: "ev/ents" is not a topic name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -81,6 +83,12 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, &root, err)
 	}
+	if err := oneDocument(name, data); err != nil {
+		return nil, err
+	}
+	if errs := checkShape(name, &root, reflect.TypeFor[Config]()); len(errs) > 0 {
+		return nil, errs
+	}
 	c := &Config{file: name, root: &root}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -96,6 +104,23 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		return nil, errs
 	}
 	return c, nil
+}
+
+// oneDocument refuses a file holding more than one YAML document: everything
+// after the first '---' would be silently ignored.
+func oneDocument(name string, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second yaml.Node
+	if err := dec.Decode(&first); err != nil {
+		return nil // empty, or a syntax error reported by the caller's parse
+	}
+	switch err := dec.Decode(&second); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return yamlError(name, &first, err)
+	}
+	return Errors{{File: name, Line: second.Line, Msg: "a second YAML document starts here ('---'); Switchboard reads one document per file: merge it into the first or remove the '---'"}}
 }
 
 // Env variables that override the file.
@@ -145,6 +170,7 @@ const (
 	DefaultPending     = "mcp.router.pending"
 	DefaultFallback    = "mcp.fallback.cache"
 	DefaultSnapshots   = "mcp.context.snapshot"
+	DefaultProgress    = "mcp.intent.progress"
 	DefaultRetention   = 7 * 24 * 60 * 60e9
 	DefaultMaxMessage  = 1 << 20
 	DefaultPartitions  = 6
@@ -152,6 +178,10 @@ const (
 	DefaultMaxPending  = 1_000_000
 	DefaultCacheSize   = 100_000
 	DefaultResultsKept = 100_000
+	// DefaultAgentGroupPrefix + the agent's name is an agent's consumer
+	// group unless agents.<name>.group_id says otherwise.
+	DefaultAgentGroupPrefix = "switchboard-agent-"
+	DefaultLagInterval      = 15 * 1e9
 )
 
 func (c *Config) setDefaults() {
@@ -180,6 +210,7 @@ func (c *Config) setDefaults() {
 	def(&c.Topics.Pending, DefaultPending)
 	def(&c.Topics.FallbackCache, DefaultFallback)
 	def(&c.Topics.ContextSnapshots, DefaultSnapshots)
+	def(&c.Topics.Progress, DefaultProgress)
 	defD(&c.Topics.Retention, Duration(DefaultRetention))
 	defI(&c.Topics.MaxMessageBytes, DefaultMaxMessage)
 	defI(&c.Topics.Partitions, DefaultPartitions)
@@ -191,6 +222,7 @@ func (c *Config) setDefaults() {
 	defI(&c.Router.MaxPending, DefaultMaxPending)
 	defD(&c.Router.DedupWindow, Duration(10*60e9))
 	defI(&c.Router.FallbackCacheSize, DefaultCacheSize)
+	defD(&c.Router.LagInterval, Duration(DefaultLagInterval))
 	def(&c.HTTP.Listen, DefaultListen)
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
@@ -205,6 +237,7 @@ func (c *Config) setDefaults() {
 		}
 		a.Name = name
 		def(&a.Topic, "mcp.agent."+name+".request")
+		def(&a.GroupID, DefaultAgentGroupPrefix+name)
 	}
 	for name, it := range c.Intents {
 		if it == nil {
@@ -219,6 +252,7 @@ func (c *Config) setDefaults() {
 	}
 	c.setPressureDefaults()
 	c.setContextDefaults()
+	c.setProgressDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -260,21 +294,17 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		{"pending", c.Topics.Pending},
 		{"fallback_cache", c.Topics.FallbackCache},
 		{"context_snapshots", c.Topics.ContextSnapshots},
+		{"progress", c.Topics.Progress},
 	} {
 		if other, dup := topics[t.v]; dup {
 			add(fmt.Sprintf("topic %q is also topics.%s: each role needs its own topic", t.v, other), "topics", t.key)
 		}
 		topics[t.v] = t.key
 	}
-	if c.Topics.Partitions < 1 {
-		add("must be at least 1", "topics", "partitions")
-	}
-	if c.Topics.ReplicationFactor < 1 {
-		add("must be at least 1", "topics", "replication_factor")
-	}
-	if c.Topics.MaxMessageBytes < 1024 {
-		add("must be at least 1024", "topics", "max_message_bytes")
-	}
+	checkRange(add, c.Topics.Partitions, 1, math.MaxInt32, "topics", "partitions")
+	checkRange(add, c.Topics.ReplicationFactor, 1, math.MaxInt16, "topics", "replication_factor")
+	checkRange(add, c.Topics.MaxMessageBytes, 1024, math.MaxInt32, "topics", "max_message_bytes")
+	errs = append(errs, c.validateTopicNames(root)...)
 	errs = append(errs, c.validateOverrides(root)...)
 	errs = append(errs, c.validateHTTP()...)
 	if c.SchemaRegistry.URL != "" && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
@@ -293,6 +323,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			add(fmt.Sprintf("topic %q is already used by %s", a.Topic, other), "agents", name, "topic")
 		}
 		topics[a.Topic] = "agents." + name
+		if a.GroupID == c.Kafka.GroupID {
+			add(fmt.Sprintf("%q is the router's group (kafka.group_id): an agent needs a group of its own", a.GroupID), "agents", name, "group_id")
+		}
 		switch a.Encoding {
 		case EncodingDefault, EncodingJSON:
 		case EncodingAvro:
@@ -330,7 +363,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			}
 			it.Fallback.StaticJSON = string(b)
 		}
+		c.validateTool(name, it, add)
 	}
+	c.compileSchemas(add)
 	switch c.Router.Delivery {
 	case AtLeastOnce, ExactlyOnce:
 	default:
@@ -348,9 +383,13 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	if c.Router.MaxPending < 1 {
 		add("must be at least 1", "router", "max_pending")
 	}
+	if c.Router.LagInterval.D() < 1e9 {
+		add("must be at least 1s", "router", "lag_interval")
+	}
 	c.validatePressure(add)
 	c.validateBudget(add)
 	c.validateContexts(add)
+	c.validateProgress(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -362,6 +401,18 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add(fmt.Sprintf("%q is not a format: use text or json", c.Log.Format), "log", "format")
 	}
 	return errs
+}
+
+// checkRange adds an error when v is outside [lo, hi]: Kafka's partition
+// counts and message sizes are int32, replication factors int16, so a larger
+// number fails only later, at the broker, without a file and line.
+func checkRange(add func(string, ...string), v, lo, hi int, path ...string) {
+	switch {
+	case v < lo:
+		add(fmt.Sprintf("must be at least %d", lo), path...)
+	case v > hi:
+		add(fmt.Sprintf("%d is more than Kafka allows (%d)", v, hi), path...)
+	}
 }
 
 // lineOf finds the line of the key at path, or of its nearest ancestor that
