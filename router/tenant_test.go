@@ -395,3 +395,36 @@ func TestReplayedRequestSupersedesItsRejection(t *testing.T) {
 		t.Fatalf("a replay of an answered intent was served again")
 	}
 }
+
+// Progress is paired like an answer: by (tenant, id), from the agent the
+// intent was dispatched to. Two tenants' intents of one id each get their
+// own progress; one naming no tenant is ambiguous, one from another agent
+// or for another tenant is dead-lettered, and none of those is published.
+func TestProgressIsPairedByTenant(t *testing.T) { both(t, testProgressIsPairedByTenant) }
+
+func testProgressIsPairedByTenant(t *testing.T, delivery string) {
+	h := start(t, progressConfig, delivery)
+	h.request("p-1", "write", `{}`, tenantIs("acme"))
+	h.request("p-1", "write", `{}`, tenantIs("globex"))
+	h.wait(echoTopic, 2)
+	msg := schemas.Ptr("m")
+	send := func(agent string, tenant *string) {
+		h.push(responses, "p-1", &schemas.AgentResponse{RequestID: "p-1", Agent: agent, Status: schemas.StatusProgress, Message: msg, Tenant: tenant})
+	}
+	send("echo", schemas.Ptr("globex"))
+	send("echo", nil)                    // ambiguous: two tenants' p-1 with echo
+	send("slow", schemas.Ptr("acme"))    // not acme's agent
+	send("echo", schemas.Ptr("initech")) // no intent p-1 of initech's
+	send("echo", schemas.Ptr("acme"))
+	h.wait(progressT, 2)
+	h.settle()
+	got := h.published()
+	if len(got) != 2 || intents.TenantOf(got[0].Tenant) != "globex" || intents.TenantOf(got[1].Tenant) != "acme" {
+		t.Fatalf("published %d progress records: %+v", len(got), got)
+	}
+	for _, reason := range []string{"ambiguous", "agent", "tenant"} {
+		if n := h.counter("switchboard_responses_invalid_total", "reason", reason); n != 1 {
+			t.Fatalf("invalid responses (%s): %v, want 1", reason, n)
+		}
+	}
+}
