@@ -90,19 +90,19 @@ func playTenants(t *testing.T, delivery string, seed uint64, ops int) {
 			log = append(log, fmt.Sprintf("cancel %v", ref))
 		case op < 9: // an answer: honest, for another tenant, naming none, or from the wrong agent
 			agent, named := "echo", schemas.Ptr(ref.tenant)
-			for_ := ref.tenant
+			meantFor := ref.tenant
 			switch rng.IntN(4) {
 			case 1:
 				other := pick(tenants)
-				named, for_ = schemas.Ptr(other), other
+				named, meantFor = schemas.Ptr(other), other
 			case 2:
-				named, for_ = nil, "*"
+				named, meantFor = nil, "*"
 			case 3:
-				agent, for_ = "slow", "wrong agent"
+				agent, meantFor = "slow", "wrong agent"
 			}
-			a := schemas.JSON(fmt.Sprintf(`{"for":%q}`, for_))
+			a := schemas.JSON(fmt.Sprintf(`{"for":%q}`, meantFor))
 			h.push(responses, ref.id, &schemas.AgentResponse{RequestID: ref.id, Agent: agent, Status: schemas.StatusOK, Answer: &a, Tenant: named})
-			log = append(log, fmt.Sprintf("answer %v from %s for %q", ref, agent, for_))
+			log = append(log, fmt.Sprintf("answer %v from %s for %q", ref, agent, meantFor))
 		default: // time passes, once the router has caught up
 			settleMarked(h)
 			h.advance(700 * time.Millisecond)
