@@ -14,8 +14,9 @@ import (
 // ContextStore is what GET /v1/contexts/{entity_id} reads. *contexts.Store
 // implements it. Its methods must be safe for concurrent use.
 type ContextStore interface {
-	// Get returns what the store holds for entity.
-	Get(entity string) (contexts.Entry, bool)
+	// Get returns what the store holds for entity in tenant's namespace
+	// ("" for none).
+	Get(tenant, entity string) (contexts.Entry, bool)
 	// Ready returns nil once the store has caught up with its topic.
 	Ready() error
 }
@@ -32,7 +33,10 @@ type contextBody struct {
 	Status schemas.ContextStatus `json:"status"`
 }
 
-// getContext serves GET /v1/contexts/{entity_id}.
+// getContext serves GET /v1/contexts/{entity_id}: the entity in the
+// caller's tenant's namespace. Another tenant's entity of that id answers
+// exactly as an unknown one: its existence is not revealed. With
+// authentication off there are no tenants: the entities without one.
 func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 	if s.contexts == nil {
 		writeError(w, http.StatusNotFound, codeNotFound, "this instance keeps no context store", "")
@@ -44,7 +48,11 @@ func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 			id = u
 		}
 	}
-	e, ok := s.contexts.Get(id)
+	tenant := ""
+	if p := principalFrom(r.Context()); p != nil {
+		tenant = p.tenant
+	}
+	e, ok := s.contexts.Get(tenant, id)
 	if !ok {
 		if err := s.contexts.Ready(); err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable,

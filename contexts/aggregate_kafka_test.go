@@ -103,7 +103,7 @@ func testAggregationRestartOverKafka(t *testing.T, bootstrap string) {
 				break
 			}
 			for _, u := range a.Advance(ms(step)) {
-				out[u.Key] = u.Features
+				out[u.ID] = u.Features
 			}
 		}
 		return out
@@ -161,7 +161,10 @@ func startAggregation(ctx context.Context, t *testing.T, s kafkaio.Settings, eve
 		t.Fatal(err)
 	}
 	pub, err := contexts.NewPublisher(contexts.PublisherConfig{}, r.sender, contexts.WithPublisherClock(clock),
-		contexts.WithSeed(func(e string) *schemas.ContextSnapshot { got, _ := r.store.store.Get(e); return got.Snapshot }))
+		contexts.WithSeed(func(tenant, e string) *schemas.ContextSnapshot {
+			got, _ := r.store.store.Get(tenant, e)
+			return got.Snapshot
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func wantAt(ctx context.Context, t *testing.T, s kafkaio.Settings, topic string,
 	for {
 		got := map[string]map[string]float64{}
 		for k := range want {
-			if e, ok := st.store.Get(k); ok {
+			if e, ok := st.store.Get("", k); ok {
 				got[k] = e.Snapshot.Features
 			}
 		}

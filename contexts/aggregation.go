@@ -193,8 +193,8 @@ func (a *Aggregation) advance(ctx context.Context, agg *Aggregator, lastBeat *ti
 	}
 	// The publisher need not remember what it last sent of an entity the
 	// aggregator forgot: if it comes back, its seed (the store) knows.
-	for _, key := range agg.Dropped() {
-		a.pub.Forget(key)
+	for _, e := range agg.Dropped() {
+		a.pub.Forget(e.Tenant, e.ID)
 	}
 	if now.Sub(*lastBeat) >= a.heartbeat {
 		*lastBeat = now
@@ -229,7 +229,7 @@ func (a *Aggregation) add(agg *Aggregator, it item) {
 
 func (a *Aggregation) publish(ctx context.Context, updates []Update) error {
 	for _, u := range updates {
-		if _, err := a.pub.Publish(ctx, u.Key, u.Features); err != nil {
+		if _, err := a.pub.Publish(ctx, u.Tenant, u.ID, u.Features); err != nil {
 			return err
 		}
 	}

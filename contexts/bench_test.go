@@ -25,7 +25,7 @@ func BenchmarkStoreLookup(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				if got, _ := s.Lookup(backlog[i%n].key, 0); got == nil {
+				if got, _ := s.Lookup("", backlog[i%n].key, 0); got == nil {
 					b.Fatal("missing")
 				}
 			}

@@ -5,6 +5,10 @@
 // windowed feature engine behind 'switchboard context aggregate'
 // (Aggregator).
 //
+// Entities are (tenant, entity_id), tenant "" for none, like intents: the
+// snapshot topic's key is SnapshotKey(tenant, entity), and every lookup and
+// publish names the tenant whose namespace it reads or writes.
+//
 // Kafka stays behind small interfaces consumed here (Reader, Sender,
 // EventReader); their confluent-kafka-go implementations live in
 // router/kafkaio. The router and the API read the store through interfaces

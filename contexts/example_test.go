@@ -30,11 +30,11 @@ func ExamplePublisher() {
 	}, printSender{}, contexts.WithPublisherClock(clock))
 	ctx := context.Background()
 	for _, spend := range []float64{100, 103, 104, 106} {
-		d, _ := pub.Publish(ctx, "user-1", map[string]float64{"spend_1h": spend})
+		d, _ := pub.Publish(ctx, "", "user-1", map[string]float64{"spend_1h": spend})
 		fmt.Println(spend, d.Reason)
 	}
 	clock.Advance(10 * time.Second)
-	d, _ := pub.Publish(ctx, "user-1", map[string]float64{"spend_1h": 106})
+	d, _ := pub.Publish(ctx, "", "user-1", map[string]float64{"spend_1h": 106})
 	fmt.Println(d.Reason)
 	// Output:
 	// snapshot of user-1: map[spend_1h:100]
@@ -61,7 +61,7 @@ func ExampleAggregator() {
 		agg.Add(contexts.Event{Key: "user-1", TimeMs: ts, ArrivalMs: ts, Values: map[string]float64{"amount": amount}})
 	}
 	for _, u := range agg.Advance(start.Add(5 * time.Minute).UnixMilli()) {
-		fmt.Println(u.Key, u.Features)
+		fmt.Println(u.ID, u.Features)
 	}
 	// Output:
 	// user-1 map[clicks_5m:3 paid_5m:42]

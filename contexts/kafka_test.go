@@ -64,12 +64,12 @@ func testStoreOverKafka(t *testing.T, bootstrap string, compaction bool) {
 	}
 	for i := range 5 {
 		for _, e := range []string{"user-1", "user-2", "user-3", "user-4"} {
-			if _, err := pub.Publish(ctx, e, map[string]float64{"n": float64(i)}); err != nil {
+			if _, err := pub.Publish(ctx, "", e, map[string]float64{"n": float64(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	last, _ := pub.Publish(ctx, "user-1", map[string]float64{"n": 99})
+	last, _ := pub.Publish(ctx, "", "user-1", map[string]float64{"n": 99})
 	tombstones, err := kafkaio.NewProducer(s)
 	if err != nil {
 		t.Fatal(err)
@@ -83,14 +83,14 @@ func testStoreOverKafka(t *testing.T, bootstrap string, compaction bool) {
 
 	check := func(store *contexts.Store) {
 		t.Helper()
-		if got, _ := store.Lookup("user-1", time.Hour); got == nil || got.Version != last.Snapshot.Version || got.Features["n"] != 99 {
+		if got, _ := store.Lookup("", "user-1", time.Hour); got == nil || got.Version != last.Snapshot.Version || got.Features["n"] != 99 {
 			t.Fatalf("user-1: %+v, want version %d with n=99", got, last.Snapshot.Version)
 		}
-		if got, _ := store.Lookup("user-3", time.Hour); got == nil || got.Features["n"] != 4 {
+		if got, _ := store.Lookup("", "user-3", time.Hour); got == nil || got.Features["n"] != 4 {
 			t.Fatalf("user-3: %+v", got)
 		}
 		for _, e := range []string{"user-2", "user-4"} {
-			if got, status := store.Lookup(e, time.Hour); got != nil || status != schemas.ContextMissing {
+			if got, status := store.Lookup("", e, time.Hour); got != nil || status != schemas.ContextMissing {
 				t.Fatalf("%s was deleted, the store holds %+v", e, got)
 			}
 		}
@@ -113,7 +113,7 @@ func testStoreOverKafka(t *testing.T, bootstrap string, compaction bool) {
 	check(second.store)
 
 	// It follows the topic.
-	d, err := pub.Publish(ctx, "user-5", map[string]float64{"n": 1})
+	d, err := pub.Publish(ctx, "", "user-5", map[string]float64{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +121,8 @@ func testStoreOverKafka(t *testing.T, bootstrap string, compaction bool) {
 		t.Fatal(err)
 	}
 	for {
-		got, _ := second.store.Lookup("user-5", time.Hour)
-		gone, _ := second.store.Lookup("user-3", time.Hour)
+		got, _ := second.store.Lookup("", "user-5", time.Hour)
+		gone, _ := second.store.Lookup("", "user-3", time.Hour)
 		if got != nil && got.Version == d.Snapshot.Version && gone == nil {
 			break
 		}

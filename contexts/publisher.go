@@ -15,8 +15,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// Sender produces snapshots to the context-snapshot topic, keyed by entity
-// id, and returns once the broker acknowledged them.
+// Sender produces snapshots to the context-snapshot topic, keyed by
+// SnapshotKey(tenant, entity id), and returns once the broker acknowledged
+// them.
 type Sender interface {
 	SendSnapshot(ctx context.Context, snap *schemas.ContextSnapshot) error
 }
@@ -93,11 +94,11 @@ type Publisher struct {
 	cfg   PublisherConfig
 	send  Sender
 	clock clockwork.Clock
-	seed  func(entity string) *schemas.ContextSnapshot
+	seed  func(tenant, entity string) *schemas.ContextSnapshot
 	m     *publishMetrics
 
 	mu   sync.Mutex
-	last map[string]*schemas.ContextSnapshot
+	last map[string]*schemas.ContextSnapshot // by SnapshotKey
 }
 
 // PublisherOption configures a Publisher.
@@ -106,7 +107,7 @@ type PublisherOption func(*publisherOptions)
 type publisherOptions struct {
 	clock clockwork.Clock
 	reg   prometheus.Registerer
-	seed  func(entity string) *schemas.ContextSnapshot
+	seed  func(tenant, entity string) *schemas.ContextSnapshot
 }
 
 // WithPublisherClock sets the clock heartbeats, snapshot times and versions
@@ -120,10 +121,11 @@ func WithPublisherRegisterer(r prometheus.Registerer) PublisherOption {
 	return func(o *publisherOptions) { o.reg = r }
 }
 
-// WithSeed sets where the publisher finds the last snapshot of an entity it
-// has not published yet in this process: typically a caught-up Store's
-// lookup. Without it the first update of every entity is published.
-func WithSeed(f func(entity string) *schemas.ContextSnapshot) PublisherOption {
+// WithSeed sets where the publisher finds the last snapshot of an entity (of
+// a tenant, "" for none) it has not published yet in this process:
+// typically a caught-up Store's Get. Without it the first update of every
+// entity is published.
+func WithSeed(f func(tenant, entity string) *schemas.ContextSnapshot) PublisherOption {
 	return func(o *publisherOptions) { o.seed = f }
 }
 
@@ -149,31 +151,34 @@ func NewPublisher(cfg PublisherConfig, send Sender, opts ...PublisherOption) (*P
 	return &Publisher{cfg: cfg, send: send, clock: o.clock, seed: o.seed, m: m, last: map[string]*schemas.ContextSnapshot{}}, nil
 }
 
-// Publish takes the current features of entity and produces a snapshot of
-// them if the last one published differs beyond a threshold (or has other
-// features), or is at least a heartbeat old. It returns what it decided; an
-// error means the snapshot could not be produced (the next Publish tries
-// again). features is copied.
-func (p *Publisher) Publish(ctx context.Context, entity string, features map[string]float64) (Decision, error) {
-	if entity == "" {
-		return Decision{}, fmt.Errorf("%w: empty entity id", ErrInvalidEntity)
+// Publish takes the current features of entity, in tenant's namespace (""
+// for none), and produces a snapshot of them if the last one published
+// differs beyond a threshold (or has other features), or is at least a
+// heartbeat old. It returns what it decided; an error means the snapshot
+// could not be produced (the next Publish tries again). features is copied.
+// The entity id and the tenant must be what an intent can name: printable,
+// without spaces (ErrInvalidEntity otherwise).
+func (p *Publisher) Publish(ctx context.Context, tenant, entity string, features map[string]float64) (Decision, error) {
+	if err := checkEntity(tenant, entity); err != nil {
+		return Decision{}, err
 	}
 	for name, v := range features {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return Decision{}, fmt.Errorf("%w: feature %s of %s is %v, not a finite number", ErrInvalidEntity, name, entity, v)
 		}
 	}
+	key := SnapshotKey(tenant, entity)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	last, known := p.last[entity]
+	last, known := p.last[key]
 	if !known && p.seed != nil {
-		last = p.seed(entity)
+		last = p.seed(tenant, entity)
 	}
 	now := p.clock.Now().UnixMilli()
 	d := p.decide(last, features, now)
 	if !d.Published {
 		if !known && last != nil {
-			p.last[entity] = last
+			p.last[key] = last
 		}
 		d.Snapshot = last
 		p.m.count(false)
@@ -189,22 +194,25 @@ func (p *Publisher) Publish(ctx context.Context, entity string, features map[str
 	if p.cfg.SourceTopic != "" {
 		snap.SourceTopic = &p.cfg.SourceTopic
 	}
+	if tenant != "" {
+		snap.Tenant = &tenant
+	}
 	if err := p.send.SendSnapshot(ctx, snap); err != nil {
 		return Decision{}, fmt.Errorf("contexts: publishing the snapshot of %s: %w", entity, err)
 	}
-	p.last[entity] = snap
+	p.last[key] = snap
 	p.m.count(true)
 	d.Snapshot = snap
 	return d, nil
 }
 
-// Forget drops what the publisher remembers of entity: its next Publish
-// compares with its seed (WithSeed), or is published as the first. A context
-// engine calls it for an entity it no longer holds, so the publisher's memory
-// stays bounded by the engine's.
-func (p *Publisher) Forget(entity string) {
+// Forget drops what the publisher remembers of entity (of tenant, "" for
+// none): its next Publish compares with its seed (WithSeed), or is published
+// as the first. A context engine calls it for an entity it no longer holds,
+// so the publisher's memory stays bounded by the engine's.
+func (p *Publisher) Forget(tenant, entity string) {
 	p.mu.Lock()
-	delete(p.last, entity)
+	delete(p.last, SnapshotKey(tenant, entity))
 	p.mu.Unlock()
 }
 

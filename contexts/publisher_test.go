@@ -78,7 +78,7 @@ func TestPublisherThresholds(t *testing.T) {
 	}
 	for i, s := range steps {
 		clock.Advance(time.Second)
-		d, err := p.Publish(ctx, "user-1", s.features)
+		d, err := p.Publish(ctx, "", "user-1", s.features)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,29 +107,29 @@ func TestPublisherHeartbeat(t *testing.T) {
 	p, sent, clock, _ := newPublisher(t, contexts.PublisherConfig{Heartbeat: 10 * time.Second})
 	ctx := context.Background()
 	f := map[string]float64{"x": 1}
-	if d, _ := p.Publish(ctx, "e", f); !d.Published {
+	if d, _ := p.Publish(ctx, "", "e", f); !d.Published {
 		t.Fatal("first update not published")
 	}
 	clock.Advance(9999 * time.Millisecond)
-	if d, _ := p.Publish(ctx, "e", f); d.Published {
+	if d, _ := p.Publish(ctx, "", "e", f); d.Published {
 		t.Fatalf("unchanged before the heartbeat: %+v", d)
 	}
 	clock.Advance(time.Millisecond)
-	d, _ := p.Publish(ctx, "e", f)
+	d, _ := p.Publish(ctx, "", "e", f)
 	if !d.Published || d.Reason != contexts.ReasonHeartbeat {
 		t.Fatalf("unchanged at the heartbeat: %+v", d)
 	}
 	// The heartbeat counts from the last snapshot, not the last update.
 	clock.Advance(5 * time.Second)
-	if d, _ := p.Publish(ctx, "e", f); d.Published {
+	if d, _ := p.Publish(ctx, "", "e", f); d.Published {
 		t.Fatalf("5s after a heartbeat: %+v", d)
 	}
 	clock.Advance(5 * time.Second)
-	if d, _ := p.Publish(ctx, "e", f); !d.Published {
+	if d, _ := p.Publish(ctx, "", "e", f); !d.Published {
 		t.Fatalf("10s after a heartbeat: %+v", d)
 	}
 	// Entities are independent.
-	if d, _ := p.Publish(ctx, "other", f); d.Reason != contexts.ReasonFirst {
+	if d, _ := p.Publish(ctx, "", "other", f); d.Reason != contexts.ReasonFirst {
 		t.Fatalf("another entity: %+v", d)
 	}
 	if sent.count() != 4 {
@@ -140,7 +140,7 @@ func TestPublisherHeartbeat(t *testing.T) {
 func TestPublisherVersionsWithinAMillisecond(t *testing.T) {
 	p, sent, _, _ := newPublisher(t, contexts.PublisherConfig{})
 	for i := range 3 {
-		if _, err := p.Publish(context.Background(), "e", map[string]float64{"x": float64(i)}); err != nil {
+		if _, err := p.Publish(context.Background(), "", "e", map[string]float64{"x": float64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,17 +155,17 @@ func TestPublisherVersionsWithinAMillisecond(t *testing.T) {
 func TestPublisherSeededAfterARestart(t *testing.T) {
 	held := &schemas.ContextSnapshot{EntityID: "e", Version: t0.Add(time.Hour).UnixMilli(), SnapshotTs: t0.UnixMilli(), Features: map[string]float64{"x": 10}}
 	p, sent, clock, _ := newPublisher(t, contexts.PublisherConfig{Heartbeat: time.Minute, Thresholds: map[string]contexts.Threshold{"x": {Absolute: 1}}},
-		contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
+		contexts.WithSeed(func(_, entity string) *schemas.ContextSnapshot {
 			if entity == "e" {
 				return held
 			}
 			return nil
 		}))
-	if d, _ := p.Publish(context.Background(), "e", map[string]float64{"x": 10.5}); d.Published || d.Snapshot != held {
+	if d, _ := p.Publish(context.Background(), "", "e", map[string]float64{"x": 10.5}); d.Published || d.Snapshot != held {
 		t.Fatalf("within the threshold of the seed: %+v", d)
 	}
 	clock.Advance(time.Second)
-	d, _ := p.Publish(context.Background(), "e", map[string]float64{"x": 12})
+	d, _ := p.Publish(context.Background(), "", "e", map[string]float64{"x": 12})
 	if !d.Published || d.Snapshot.Version != held.Version+1 {
 		t.Fatalf("beyond the threshold: %+v (version must follow the seed's %d)", d, held.Version)
 	}
@@ -177,20 +177,20 @@ func TestPublisherSeededAfterARestart(t *testing.T) {
 func TestPublisherErrors(t *testing.T) {
 	p, sent, _, _ := newPublisher(t, contexts.PublisherConfig{})
 	ctx := context.Background()
-	if _, err := p.Publish(ctx, "", nil); !errors.Is(err, contexts.ErrInvalidEntity) {
+	if _, err := p.Publish(ctx, "", "", nil); !errors.Is(err, contexts.ErrInvalidEntity) {
 		t.Fatalf("empty entity: %v", err)
 	}
-	if _, err := p.Publish(ctx, "e", map[string]float64{"x": nan()}); !errors.Is(err, contexts.ErrInvalidEntity) {
+	if _, err := p.Publish(ctx, "", "e", map[string]float64{"x": nan()}); !errors.Is(err, contexts.ErrInvalidEntity) {
 		t.Fatalf("NaN: %v", err)
 	}
 	boom := errors.New("broker down")
 	sent.fail = boom
-	if _, err := p.Publish(ctx, "e", map[string]float64{"x": 1}); !errors.Is(err, boom) {
+	if _, err := p.Publish(ctx, "", "e", map[string]float64{"x": 1}); !errors.Is(err, boom) {
 		t.Fatalf("send failure: %v", err)
 	}
 	sent.fail = nil
 	// A failed send is not remembered: the same update is published next.
-	if d, err := p.Publish(ctx, "e", map[string]float64{"x": 1}); err != nil || d.Reason != contexts.ReasonFirst {
+	if d, err := p.Publish(ctx, "", "e", map[string]float64{"x": 1}); err != nil || d.Reason != contexts.ReasonFirst {
 		t.Fatalf("after a failed send: %+v %v", d, err)
 	}
 	if _, err := contexts.NewPublisher(contexts.PublisherConfig{Thresholds: map[string]contexts.Threshold{"x": {Absolute: -1}}}, sent); err == nil {
@@ -227,15 +227,55 @@ func TestPublisherForget(t *testing.T) {
 	p, sent, _, _ := newPublisher(t, contexts.PublisherConfig{})
 	ctx := context.Background()
 	for _, want := range []string{contexts.ReasonFirst, contexts.ReasonSuppressed} {
-		if d, err := p.Publish(ctx, "e1", map[string]float64{"a": 1}); err != nil || d.Reason != want {
+		if d, err := p.Publish(ctx, "", "e1", map[string]float64{"a": 1}); err != nil || d.Reason != want {
 			t.Fatalf("publish: %+v %v, want %s", d, err, want)
 		}
 	}
-	p.Forget("e1")
+	p.Forget("", "e1")
 	if p.Len() != 0 {
 		t.Fatalf("remembers %d entities after Forget", p.Len())
 	}
-	if d, err := p.Publish(ctx, "e1", map[string]float64{"a": 1}); err != nil || d.Reason != contexts.ReasonFirst || sent.count() != 2 {
+	if d, err := p.Publish(ctx, "", "e1", map[string]float64{"a": 1}); err != nil || d.Reason != contexts.ReasonFirst || sent.count() != 2 {
 		t.Fatalf("after Forget: %+v %v", d, err)
+	}
+}
+
+// The publisher keeps tenants' entities apart: each is compared with its
+// own last snapshot and seeded from its own, and its snapshots name its
+// tenant. Ids an intent could not name are refused.
+func TestPublisherKeepsTenantsApart(t *testing.T) {
+	var seeded []string
+	p, sent, _, _ := newPublisher(t, contexts.PublisherConfig{}, contexts.WithSeed(func(tenant, entity string) *schemas.ContextSnapshot {
+		seeded = append(seeded, tenant+"|"+entity)
+		return nil
+	}))
+	ctx := context.Background()
+	f := map[string]float64{"x": 1}
+	for _, tenant := range []string{"", "acme", "globex"} {
+		d, err := p.Publish(ctx, tenant, "e", f)
+		if err != nil || d.Reason != contexts.ReasonFirst {
+			t.Fatalf("%q: %+v %v", tenant, d, err)
+		}
+		if got := d.Snapshot.Tenant; (tenant == "" && got != nil) || (tenant != "" && (got == nil || *got != tenant)) {
+			t.Fatalf("%q: the snapshot names tenant %v", tenant, got)
+		}
+	}
+	if d, _ := p.Publish(ctx, "acme", "e", f); d.Published {
+		t.Fatal("acme's unchanged entity was published again")
+	}
+	p.Forget("acme", "e")
+	if d, _ := p.Publish(ctx, "globex", "e", f); d.Published {
+		t.Fatal("forgetting acme's entity forgot globex's")
+	}
+	if !reflect.DeepEqual(seeded, []string{"|e", "acme|e", "globex|e"}) {
+		t.Fatalf("seeded %v", seeded)
+	}
+	if sent.count() != 3 {
+		t.Fatalf("%d snapshots sent", sent.count())
+	}
+	for _, bad := range [][2]string{{"", "user 1"}, {"a b", "e"}, {"", ""}, {"", "a\x1fb"}} {
+		if _, err := p.Publish(ctx, bad[0], bad[1], f); !errors.Is(err, contexts.ErrInvalidEntity) {
+			t.Errorf("tenant %q entity %q: %v", bad[0], bad[1], err)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package contexts
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -17,8 +20,8 @@ import (
 type Reader interface {
 	// ReadSnapshots reads every partition of the topic from its beginning
 	// and follows it until ctx ends. It calls apply for each record, in
-	// order within a partition (key is the entity id, a nil value a
-	// tombstone), and caughtUp once, when every partition has been read up
+	// order within a partition (key is SnapshotKey of the entity, a nil
+	// value a tombstone), and caughtUp once, when every partition has been read up
 	// to where it ended when reading began. apply and caughtUp are called
 	// from one goroutine. It returns nil when ctx ends, or the error that
 	// stopped it.
@@ -38,9 +41,12 @@ type Entry struct {
 
 // Store holds the newest snapshot of every entity in the context-snapshot
 // topic, in memory, and keeps it current: a tombstone deletes an entity, a
-// snapshot with a lower version than the one held is ignored. Create it with
-// NewStore, fill it with Run. Its methods are safe for concurrent use; the
-// snapshots it returns are shared and must not be modified.
+// snapshot with a lower version than the one held is ignored. Entities are
+// (tenant, entity_id), tenant "" for none: a lookup names the tenant whose
+// namespace it reads, and never sees another tenant's entity of the same id.
+// Create it with NewStore, fill it with Run. Its methods are safe for
+// concurrent use; the snapshots it returns are shared and must not be
+// modified.
 type Store struct {
 	reader Reader
 	codec  *schemas.Codec
@@ -50,7 +56,7 @@ type Store struct {
 	m      *storeMetrics
 
 	mu       sync.RWMutex
-	entities map[string]*schemas.ContextSnapshot
+	entities map[string]*schemas.ContextSnapshot // by SnapshotKey
 
 	started  atomic.Bool
 	state    atomic.Pointer[error] // nil: caught up and running
@@ -197,9 +203,14 @@ func (s *Store) apply(key, value []byte) {
 		s.log.Warn("undecodable context snapshot skipped", "entity_id", entity, "error", err)
 		return
 	}
-	if snap.EntityID != entity {
+	if err := checkEntity(intents.TenantOf(snap.Tenant), snap.EntityID); err != nil || (snap.Tenant != nil && *snap.Tenant == "") {
 		s.m.read.WithLabelValues("invalid").Inc()
-		s.log.Warn("context snapshot skipped: its entity_id is not its key", "key", entity, "entity_id", snap.EntityID)
+		s.log.Warn("context snapshot skipped: its tenant or entity_id is not valid", "key", entity, "error", err)
+		return
+	}
+	if want := SnapshotKey(intents.TenantOf(snap.Tenant), snap.EntityID); want != entity {
+		s.m.read.WithLabelValues("invalid").Inc()
+		s.log.Warn("context snapshot skipped: its key is not its tenant and entity_id", "key", entity, "entity_id", snap.EntityID, "want_key", want)
 		return
 	}
 	s.mu.Lock()
@@ -218,24 +229,24 @@ func (s *Store) apply(key, value []byte) {
 	s.m.entities.Set(float64(n))
 }
 
-// Lookup returns the snapshot held for entity and whether it is fresh (at
-// most maxAge old; maxAge <= 0 uses the store's max age) or stale; nil and
-// ContextMissing when the store holds none. It is what the router calls to
-// attach context to an intent: it counts lookups by status and observes the
-// age of what it returns.
-func (s *Store) Lookup(entity string, maxAge time.Duration) (*schemas.ContextSnapshot, schemas.ContextStatus) {
+// Lookup returns the snapshot held for entity in tenant's namespace ("" for
+// none) and whether it is fresh (at most maxAge old; maxAge <= 0 uses the
+// store's max age) or stale; nil and ContextMissing when the store holds
+// none. It is what the router calls to attach context to an intent: it
+// counts lookups by status and observes the age of what it returns.
+func (s *Store) Lookup(tenant, entity string, maxAge time.Duration) (*schemas.ContextSnapshot, schemas.ContextStatus) {
 	if maxAge <= 0 {
 		maxAge = s.maxAge
 	}
 	s.mu.RLock()
-	snap := s.entities[entity]
+	snap := s.entities[SnapshotKey(tenant, entity)]
 	s.mu.RUnlock()
 	if snap == nil {
 		s.m.lookupMissing.Inc()
 		return nil, schemas.ContextMissing
 	}
-	age := s.ageOf(snap)
-	status := statusOf(age, maxAge)
+	age, future := s.ageOf(snap)
+	status := statusOf(age, future, maxAge)
 	if status == schemas.ContextFresh {
 		s.m.lookupFresh.Inc()
 	} else {
@@ -245,17 +256,18 @@ func (s *Store) Lookup(entity string, maxAge time.Duration) (*schemas.ContextSna
 	return snap, status
 }
 
-// Get returns what the store holds for entity, judged against the store's
-// max age, without counting it as an attachment.
-func (s *Store) Get(entity string) (Entry, bool) {
+// Get returns what the store holds for entity in tenant's namespace ("" for
+// none), judged against the store's max age, without counting it as an
+// attachment.
+func (s *Store) Get(tenant, entity string) (Entry, bool) {
 	s.mu.RLock()
-	snap := s.entities[entity]
+	snap := s.entities[SnapshotKey(tenant, entity)]
 	s.mu.RUnlock()
 	if snap == nil {
 		return Entry{}, false
 	}
-	age := s.ageOf(snap)
-	return Entry{Snapshot: snap, Age: age, Status: statusOf(age, s.maxAge)}, true
+	age, future := s.ageOf(snap)
+	return Entry{Snapshot: snap, Age: age, Status: statusOf(age, future, s.maxAge)}, true
 }
 
 // Len returns how many entities the store holds.
@@ -268,13 +280,53 @@ func (s *Store) Len() int {
 // MaxAge is the store's default max age.
 func (s *Store) MaxAge() time.Duration { return s.maxAge }
 
-func (s *Store) ageOf(snap *schemas.ContextSnapshot) time.Duration {
-	return max(time.Duration(s.clock.Now().UnixMilli()-snap.SnapshotTs)*time.Millisecond, 0)
+// ageOf is how old snap is on the store's clock, never negative and never
+// overflowing, whatever snapshot_ts holds: a time before the epoch by
+// centuries is old (at most maxAge), not fresh through an overflow. future
+// reports a snapshot stamped more than FutureSkew ahead of the clock, whose
+// time cannot be trusted.
+func (s *Store) ageOf(snap *schemas.ContextSnapshot) (age time.Duration, future bool) {
+	return ageAt(s.clock.Now().UnixMilli(), snap.SnapshotTs)
 }
 
-func statusOf(age, maxAge time.Duration) schemas.ContextStatus {
-	if age > maxAge {
+// maxAgeMs is the largest age a Duration holds, in milliseconds.
+const maxAgeMs = int64(math.MaxInt64 / int64(time.Millisecond))
+
+func ageAt(nowMs, tsMs int64) (time.Duration, bool) {
+	if tsMs > nowMs {
+		return 0, tsMs-nowMs > FutureSkew.Milliseconds() // no overflow: both sides positive
+	}
+	// nowMs >= tsMs: the difference is positive unless it overflowed.
+	d := nowMs - tsMs
+	if d < 0 || d > maxAgeMs {
+		d = maxAgeMs
+	}
+	return time.Duration(d) * time.Millisecond, false
+}
+
+// statusOf says fresh when a snapshot is at most maxAge old and its time is
+// not in the future beyond FutureSkew.
+func statusOf(age time.Duration, future bool, maxAge time.Duration) schemas.ContextStatus {
+	if future || age > maxAge {
 		return schemas.ContextStale
 	}
 	return schemas.ContextFresh
+}
+
+// SnapshotKey is the key of an entity's snapshots in the snapshot topic, and
+// in the store: the entity id for tenant "", else intents.Scoped(tenant,
+// entity), which no other (tenant, entity) gives.
+func SnapshotKey(tenant, entity string) string { return intents.Scoped(tenant, entity) }
+
+// checkEntity reports whether an entity can be named: its id is what an
+// intent's context_ref can hold (printable, no spaces), and so is its tenant,
+// if any. Then SnapshotKey is unambiguous.
+func checkEntity(tenant, entity string) error {
+	if !intents.ValidLabel(entity) {
+		return fmt.Errorf("%w: entity id %q is not 1 to %d bytes of printable UTF-8 without spaces", ErrInvalidEntity, entity, intents.MaxLabelLen)
+	}
+	if tenant != "" && !intents.ValidLabel(tenant) {
+		return fmt.Errorf("%w: tenant %q is not a tenant", ErrInvalidEntity, tenant)
+	}
+	return nil
 }

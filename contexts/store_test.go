@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -119,12 +120,12 @@ func TestStoreKeepsTheNewestSnapshotPerEntity(t *testing.T) {
 	if err := s.Ready(); err != nil {
 		t.Fatalf("Ready after catching up = %v", err)
 	}
-	got, status := s.Lookup("user-1", 0)
+	got, status := s.Lookup("", "user-1", 0)
 	if status != schemas.ContextFresh || got == nil || got.Version != 3 || got.Features["clicks"] != 3 {
 		t.Fatalf("user-1: %+v %s", got, status)
 	}
 	for _, e := range []string{"user-2", "user-3", "user-4", "user-5"} {
-		if got, status := s.Lookup(e, 0); got != nil || status != schemas.ContextMissing {
+		if got, status := s.Lookup("", e, 0); got != nil || status != schemas.ContextMissing {
 			t.Errorf("%s: %+v %s, want missing", e, got, status)
 		}
 	}
@@ -140,12 +141,12 @@ func TestStoreKeepsTheNewestSnapshotPerEntity(t *testing.T) {
 	// It follows the topic: a newer version replaces, a tombstone deletes.
 	topic.live <- record{"user-1", encode(t, codec, snap("user-1", 4, t0, map[string]float64{"clicks": 4}))}
 	<-topic.applied
-	if got, _ := s.Lookup("user-1", 0); got.Version != 4 {
+	if got, _ := s.Lookup("", "user-1", 0); got.Version != 4 {
 		t.Fatalf("after a newer version: %+v", got)
 	}
 	topic.live <- record{"user-1", nil}
 	<-topic.applied
-	if got, status := s.Lookup("user-1", 0); got != nil || status != schemas.ContextMissing {
+	if got, status := s.Lookup("", "user-1", 0); got != nil || status != schemas.ContextMissing {
 		t.Fatalf("after a tombstone: %+v %s", got, status)
 	}
 }
@@ -158,20 +159,20 @@ func TestStoreJudgesFreshnessByAge(t *testing.T) {
 	s := runStore(t, topic, contexts.WithClock(clock), contexts.WithRegisterer(reg))
 
 	clock.Advance(30 * time.Second)
-	if _, status := s.Lookup("user-1", 0); status != schemas.ContextFresh {
+	if _, status := s.Lookup("", "user-1", 0); status != schemas.ContextFresh {
 		t.Fatalf("at the default max age: %s, want fresh", status)
 	}
-	if e, ok := s.Get("user-1"); !ok || e.Age != 30*time.Second || e.Status != schemas.ContextFresh {
+	if e, ok := s.Get("", "user-1"); !ok || e.Age != 30*time.Second || e.Status != schemas.ContextFresh {
 		t.Fatalf("Get = %+v %v", e, ok)
 	}
 	clock.Advance(time.Millisecond)
-	if _, status := s.Lookup("user-1", 0); status != schemas.ContextStale {
+	if _, status := s.Lookup("", "user-1", 0); status != schemas.ContextStale {
 		t.Fatalf("past the default max age: %s, want stale", status)
 	}
-	if snap, status := s.Lookup("user-1", time.Minute); status != schemas.ContextFresh || snap == nil {
+	if snap, status := s.Lookup("", "user-1", time.Minute); status != schemas.ContextFresh || snap == nil {
 		t.Fatalf("within a longer max age: %s", status)
 	}
-	if snap, status := s.Lookup("user-1", time.Second); status != schemas.ContextStale || snap == nil {
+	if snap, status := s.Lookup("", "user-1", time.Second); status != schemas.ContextStale || snap == nil {
 		t.Fatalf("past a shorter max age: %s (a stale snapshot is still returned)", status)
 	}
 	if n := testutil.CollectAndCount(reg, "switchboard_context_attach_age_seconds"); n != 1 {
@@ -188,7 +189,7 @@ func TestStoreWithMaxAge(t *testing.T) {
 	topic := newFakeTopic(record{"e", encode(t, codec, snap("e", 1, t0, nil))})
 	s := runStore(t, topic, contexts.WithClock(clock), contexts.WithMaxAge(time.Second))
 	clock.Advance(2 * time.Second)
-	if _, status := s.Lookup("e", 0); status != schemas.ContextStale {
+	if _, status := s.Lookup("", "e", 0); status != schemas.ContextStale {
 		t.Fatalf("status %s, want stale past WithMaxAge", status)
 	}
 }
@@ -257,4 +258,99 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64
 		}
 	}
 	return 0
+}
+
+// Entities are namespaced by tenant: a lookup in one tenant's namespace
+// never finds another tenant's entity of the same id, nor one without a
+// tenant. A record whose key is not its tenant and entity, or whose tenant
+// or entity id is not one an intent can name, is refused.
+func TestStoreKeepsTenantsApart(t *testing.T) {
+	codec, _ := schemas.NewCodec()
+	clock := clockwork.NewFakeClockAt(t0)
+	reg := prometheus.NewRegistry()
+	of := func(tenant, entity string, n float64) *schemas.ContextSnapshot {
+		s := snap(entity, 1, t0, map[string]float64{"n": n})
+		if tenant != "" {
+			s.Tenant = &tenant
+		}
+		return s
+	}
+	badTenant := of("", "user-9", 9)
+	badTenant.Tenant = schemas.Ptr("")
+	topic := newFakeTopic(
+		record{"user-1", encode(t, codec, of("", "user-1", 1))},
+		record{contexts.SnapshotKey("acme", "user-1"), encode(t, codec, of("acme", "user-1", 2))},
+		record{contexts.SnapshotKey("globex", "user-1"), encode(t, codec, of("globex", "user-1", 3))},
+		record{"user-2", encode(t, codec, of("acme", "user-2", 4))},                                    // acme's, under the bare key
+		record{contexts.SnapshotKey("acme", "user-3"), encode(t, codec, of("", "user-3", 5))},          // no tenant, under acme's key
+		record{"user 4", encode(t, codec, of("", "user 4", 6))},                                        // not an entity id
+		record{contexts.SnapshotKey("a b", "user-5"), encode(t, codec, of("a b", "user-5", 7))},        // not a tenant
+		record{"user-9", encode(t, codec, badTenant)},                                                  // an empty tenant
+		record{contexts.SnapshotKey("acme", "user-6"), encode(t, codec, of("acme", "user-6", 8))},      // acme's
+		record{contexts.SnapshotKey("acme", "user-6"), nil},                                            // and gone
+		record{contexts.SnapshotKey("globex", "user-6"), encode(t, codec, of("globex", "user-6", 10))}, // globex's stays
+	)
+	s := runStore(t, topic, contexts.WithClock(clock), contexts.WithRegisterer(reg))
+	for _, tc := range []struct {
+		tenant, entity string
+		want           float64 // 0: none
+	}{
+		{"", "user-1", 1},
+		{"acme", "user-1", 2},
+		{"globex", "user-1", 3},
+		{"initech", "user-1", 0},
+		{"acme", "user-2", 0},
+		{"", "user-2", 0},
+		{"acme", "user-3", 0},
+		{"", "user-3", 0},
+		{"", "user 4", 0},
+		{"a b", "user-5", 0},
+		{"", "user-9", 0},
+		{"acme", "user-6", 0},
+		{"globex", "user-6", 10},
+	} {
+		got, status := s.Lookup(tc.tenant, tc.entity, 0)
+		e, ok := s.Get(tc.tenant, tc.entity)
+		switch {
+		case tc.want == 0 && (got != nil || status != schemas.ContextMissing || ok):
+			t.Errorf("(%q, %q): found %+v", tc.tenant, tc.entity, got)
+		case tc.want != 0 && (got == nil || got.Features["n"] != tc.want || !ok || e.Snapshot != got):
+			t.Errorf("(%q, %q): %+v, want n=%v", tc.tenant, tc.entity, got, tc.want)
+		}
+	}
+	if got := counter(t, reg, "switchboard_context_snapshots_read_total", "invalid"); got != 5 {
+		t.Fatalf("invalid records = %v, want 5", got)
+	}
+}
+
+// A snapshot's age is computed without overflow: one stamped centuries
+// before the epoch is old, never fresh through a wrapped subtraction, and
+// one stamped far ahead of the clock is not trusted to be fresh either.
+func TestStoreAgeDoesNotOverflow(t *testing.T) {
+	codec, _ := schemas.NewCodec()
+	clock := clockwork.NewFakeClockAt(t0)
+	at := func(entity string, ts int64) record {
+		return record{entity, encode(t, codec, &schemas.ContextSnapshot{EntityID: entity, Version: 1, SnapshotTs: ts, Features: map[string]float64{}})}
+	}
+	now := t0.UnixMilli()
+	topic := newFakeTopic(
+		at("min", math.MinInt64), at("very-old", -9_000_000_000_000_000), at("old", now-60_000),
+		at("max", math.MaxInt64), at("far-ahead", now+9_000_000_000_000_000), at("skewed", now+2000), at("now", now),
+	)
+	s := runStore(t, topic, contexts.WithClock(clock))
+	for entity, want := range map[string]schemas.ContextStatus{
+		"min": schemas.ContextStale, "very-old": schemas.ContextStale, "old": schemas.ContextFresh,
+		"max": schemas.ContextStale, "far-ahead": schemas.ContextStale,
+		"skewed": schemas.ContextFresh, "now": schemas.ContextFresh,
+	} {
+		if _, status := s.Lookup("", entity, time.Hour*24*365*100); status != want {
+			t.Errorf("%s: %s, want %s (max age a century)", entity, status, want)
+		}
+		if e, _ := s.Get("", entity); e.Age < 0 {
+			t.Errorf("%s: age %v", entity, e.Age)
+		}
+	}
+	if e, _ := s.Get("", "min"); e.Age < 100*365*24*time.Hour {
+		t.Errorf("min: age %v, want the largest", e.Age)
+	}
 }

@@ -38,9 +38,16 @@ type AggregatorConfig struct {
 	AllowedLateness time.Duration
 }
 
-// Event is one event, decoded.
+// Entity names an entity: its id in its tenant's namespace (Tenant "" for
+// none).
+type Entity struct {
+	Tenant, ID string
+}
+
+// Event is one event, decoded. Its entity is (Tenant, Key).
 type Event struct {
-	Key string
+	Tenant string
+	Key    string
 	// TimeMs is the event time, ArrivalMs the record timestamp (unix ms).
 	TimeMs, ArrivalMs int64
 	// Values holds the numeric fields the features read, by field name.
@@ -49,7 +56,7 @@ type Event struct {
 
 // Update is the features of one entity after windows closed.
 type Update struct {
-	Key      string
+	Entity
 	Features map[string]float64
 }
 
@@ -76,8 +83,8 @@ type Aggregator struct {
 	features   []feature
 	lateness   int64
 	closedUpTo []int64 // per feature: the end of the newest window done
-	keys       map[string]*keyState
-	dropped    []string // entities forgotten since the last Dropped
+	keys       map[Entity]*keyState
+	dropped    []Entity // entities forgotten since the last Dropped
 }
 
 type feature struct {
@@ -128,7 +135,7 @@ func NewAggregator(cfg AggregatorConfig, startMs int64) (*Aggregator, error) {
 	if len(cfg.Features) == 0 {
 		return nil, fmt.Errorf("%w: no features", ErrInvalidAggregate)
 	}
-	a := &Aggregator{lateness: cfg.AllowedLateness.Milliseconds(), keys: map[string]*keyState{}}
+	a := &Aggregator{lateness: cfg.AllowedLateness.Milliseconds(), keys: map[Entity]*keyState{}}
 	for _, wf := range cfg.Features {
 		f := feature{WindowFeature: wf, size: wf.Window.Milliseconds(), hop: wf.Hop.Milliseconds()}
 		if f.hop == 0 {
@@ -193,7 +200,8 @@ func (a *Aggregator) Add(ev Event) (late int) {
 	if Future(ev) {
 		return 0
 	}
-	ks := a.keys[ev.Key]
+	entity := Entity{Tenant: ev.Tenant, ID: ev.Key}
+	ks := a.keys[entity]
 	for i, f := range a.features {
 		v := 1.0
 		if f.Op != OpCount {
@@ -210,7 +218,7 @@ func (a *Aggregator) Add(ev Event) (late int) {
 			}
 			if ks == nil {
 				ks = &keyState{open: make([]map[int64]*accumulator, len(a.features)), values: map[string]float64{}}
-				a.keys[ev.Key] = ks
+				a.keys[entity] = ks
 			}
 			if ks.open[i] == nil {
 				ks.open[i] = map[int64]*accumulator{}
@@ -230,7 +238,7 @@ func (a *Aggregator) Add(ev Event) (late int) {
 // before nowMs, and returns the entities whose features changed, with all
 // their features.
 func (a *Aggregator) Advance(nowMs int64) []Update {
-	changed := map[string]bool{}
+	changed := map[Entity]bool{}
 	for i, f := range a.features {
 		end := f.newestClosedEnd(nowMs - a.lateness)
 		if end <= a.closedUpTo[i] {
@@ -265,7 +273,7 @@ func (a *Aggregator) Advance(nowMs int64) []Update {
 	var out []Update
 	for key := range changed {
 		ks := a.keys[key]
-		out = append(out, Update{Key: key, Features: maps.Clone(ks.values)})
+		out = append(out, Update{Entity: key, Features: maps.Clone(ks.values)})
 	}
 	for key, ks := range a.keys {
 		if ks.idle() {
@@ -278,7 +286,7 @@ func (a *Aggregator) Advance(nowMs int64) []Update {
 
 // Dropped returns the entities the Aggregator forgot (see Advance) since the
 // last call.
-func (a *Aggregator) Dropped() []string {
+func (a *Aggregator) Dropped() []Entity {
 	d := a.dropped
 	a.dropped = nil
 	return d
@@ -289,7 +297,7 @@ func (a *Aggregator) Current() []Update {
 	out := make([]Update, 0, len(a.keys))
 	for key, ks := range a.keys {
 		if len(ks.values) > 0 {
-			out = append(out, Update{Key: key, Features: maps.Clone(ks.values)})
+			out = append(out, Update{Entity: key, Features: maps.Clone(ks.values)})
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ func newAggregator(t *testing.T, cfg contexts.AggregatorConfig, startMs int64) *
 func byKey(us []contexts.Update) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for _, u := range us {
-		out[u.Key] = u.Features
+		out[u.ID] = u.Features
 	}
 	return out
 }
@@ -176,7 +176,7 @@ func run(t *testing.T, events []event, start, end float64, published map[string]
 			a.Add(contexts.Event{Key: e.key, TimeMs: at(e.ts), ArrivalMs: at(e.arrival), Values: amount(e.v)})
 		}
 		for _, u := range a.Advance(at(now)) {
-			published[u.Key] = u.Features
+			published[u.ID] = u.Features
 		}
 		observe(now)
 	}
@@ -278,5 +278,40 @@ func TestAggregatorSkipsEventsFromTheFuture(t *testing.T) {
 	a.Add(skewed)
 	if got := byKey(a.Advance(at(60))); fmt.Sprint(got) != "map[u2:map[n:1]]" {
 		t.Fatalf("updates %v", got)
+	}
+}
+
+// Events carry their entity's tenant, from a field or fixed; the aggregator
+// keeps tenants' entities of one id apart.
+func TestEventTenants(t *testing.T) {
+	f := contexts.EventFormat{KeyField: "user", TenantField: "org"}
+	ev, err := f.Decode([]byte(`{"user":"u-1","org":"acme"}`), 5)
+	if err != nil || ev.Tenant != "acme" || ev.Key != "u-1" {
+		t.Fatalf("decoded %+v, %v", ev, err)
+	}
+	for _, bad := range []string{`{"user":"u-1"}`, `{"user":"u-1","org":"a b"}`, `{"user":"u 1","org":"acme"}`, "{\"user\":\"u-\xff\",\"org\":\"acme\"}", `{"user":"u-\ud800","org":"acme"}`} {
+		if _, err := f.Decode([]byte(bad), 5); !errors.Is(err, contexts.ErrInvalidAggregate) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	fixed := contexts.EventFormat{KeyField: "user", Tenant: "globex"}
+	if ev, err := fixed.Decode([]byte(`{"user":"u-1"}`), 5); err != nil || ev.Tenant != "globex" {
+		t.Fatalf("fixed tenant: %+v, %v", ev, err)
+	}
+
+	a, err := contexts.NewAggregator(contexts.AggregatorConfig{Features: []contexts.WindowFeature{{Name: "n", Op: contexts.OpCount, Window: time.Minute}}}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Add(contexts.Event{Tenant: "acme", Key: "u-1", TimeMs: at(1), ArrivalMs: at(1)})
+	a.Add(contexts.Event{Tenant: "acme", Key: "u-1", TimeMs: at(2), ArrivalMs: at(2)})
+	a.Add(contexts.Event{Tenant: "globex", Key: "u-1", TimeMs: at(3), ArrivalMs: at(3)})
+	got := map[contexts.Entity]float64{}
+	for _, u := range a.Advance(at(61)) {
+		got[u.Entity] = u.Features["n"]
+	}
+	want := map[contexts.Entity]float64{{Tenant: "acme", ID: "u-1"}: 2, {Tenant: "globex", ID: "u-1"}: 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("features %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
 // Control records travel on the intent topics beside the ordinary ones and
@@ -23,10 +25,14 @@ const (
 type Cancel struct {
 	IntentID string `json:"intent_id"`
 	Reason   string `json:"reason,omitempty"`
-	// Tenant, when set, is the tenant the canceller acts for: the router
-	// cancels only an intent of that tenant. The API sets it from the
-	// caller's credential; records written to Kafka directly are trusted as
-	// written, like intents (Kafka ACLs guard that door).
+	// Tenant is the namespace of the intent to cancel, like an intent's
+	// (see Scoped): the router cancels (Tenant, IntentID) only, so a cancel
+	// without a tenant reaches only the intent of that id without one. The
+	// API sets it from the caller's credential; records written to Kafka
+	// directly are trusted as written, like intents (Kafka ACLs guard that
+	// door). On an agent's topic the router's notice carries the intent's
+	// tenant, so an agent serving two tenants' intents of one id stops the
+	// right one.
 	Tenant string `json:"tenant,omitempty"`
 }
 
@@ -34,6 +40,9 @@ type Cancel struct {
 func MarshalCancel(c Cancel) ([]byte, error) {
 	if !ValidID(c.IntentID) {
 		return nil, fmt.Errorf("intents: cancel: intent_id %q is not a valid id", c.IntentID)
+	}
+	if c.Tenant != "" && !ValidLabel(c.Tenant) {
+		return nil, fmt.Errorf("intents: cancel: tenant %q is not a valid tenant", c.Tenant)
 	}
 	return json.Marshal(c)
 }
@@ -43,6 +52,11 @@ func MarshalCancel(c Cancel) ([]byte, error) {
 func UnmarshalCancel(key, value []byte) (Cancel, error) {
 	var c Cancel
 	if len(value) > 0 {
+		// Decoding would turn text that is not Unicode into U+FFFD, so
+		// that the cancel named another intent than its writer's.
+		if err := schemas.CheckJSONText(value); err != nil {
+			return Cancel{}, fmt.Errorf("intents: cancel record: %w", err)
+		}
 		if err := json.Unmarshal(value, &c); err != nil {
 			return Cancel{}, fmt.Errorf("intents: cancel record is not JSON: %w", err)
 		}
@@ -52,6 +66,9 @@ func UnmarshalCancel(key, value []byte) (Cancel, error) {
 	}
 	if !ValidID(c.IntentID) {
 		return Cancel{}, errors.New(`intents: cancel record: "intent_id" (or the key) is not a valid id`)
+	}
+	if c.Tenant != "" && !ValidLabel(c.Tenant) {
+		return Cancel{}, errors.New(`intents: cancel record: "tenant" is not a valid tenant`)
 	}
 	return c, nil
 }

@@ -123,3 +123,49 @@ func TestCancelRoundTrip(t *testing.T) {
 		t.Fatal("a malformed cancel was accepted")
 	}
 }
+
+// A cancel names (tenant, intent_id); text that decoding would turn into
+// U+FFFD, or a tenant no intent can have, makes it unreadable rather than
+// a cancel of another intent.
+func TestCancelTenantAndText(t *testing.T) {
+	v, err := intents.MarshalCancel(intents.Cancel{IntentID: "i-1", Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := intents.UnmarshalCancel(nil, v); err != nil || c.Tenant != "acme" || c.IntentID != "i-1" {
+		t.Fatalf("got %+v, %v", c, err)
+	}
+	for _, bad := range []string{
+		"{\"intent_id\":\"i-\xff\"}",
+		`{"intent_id":"i-\udc01"}`,
+		`{"intent_id":"i-1","tenant":"a b"}`,
+		"{\"intent_id\":\"i-1\",\"tenant\":\"a\x1fb\"}",
+	} {
+		if c, err := intents.UnmarshalCancel(nil, []byte(bad)); err == nil {
+			t.Errorf("%q read as %+v", bad, c)
+		}
+	}
+	if _, err := intents.MarshalCancel(intents.Cancel{IntentID: "i-1", Tenant: "a b"}); err == nil {
+		t.Error("a cancel with an invalid tenant was written")
+	}
+}
+
+// Scoped names (tenant, id) in one string that no other pair, and no bare
+// id, gives: tenants and ids never hold the separator.
+func TestScopedKeysDoNotAlias(t *testing.T) {
+	pairs := [][2]string{{"", "a/b"}, {"a", "b"}, {"a/b", "c"}, {"a", "b/c"}, {"", "a"}, {"ab", ""}}
+	seen := map[string][2]string{}
+	for _, p := range pairs {
+		k := intents.Scoped(p[0], p[1])
+		if other, dup := seen[k]; dup {
+			t.Fatalf("%q and %q share the key %q", p, other, k)
+		}
+		seen[k] = p
+		if tenant, id := intents.SplitScoped(k); tenant != p[0] || id != p[1] {
+			t.Fatalf("SplitScoped(%q) = %q, %q; want %q", k, tenant, id, p)
+		}
+	}
+	if intents.ValidID("a"+intents.TenantSeparator+"b") || intents.ValidLabel("a"+intents.TenantSeparator) {
+		t.Fatal("an id or a tenant may hold the separator")
+	}
+}

@@ -122,13 +122,13 @@ func (e *engine) enqueue(p *pending, nowMs int64, t *track) {
 // join adds a queued intent to the pending table and its agent's queue.
 func (e *engine) join(p *pending) {
 	a := p.agent
-	e.pending[p.id] = p
+	e.keep(p)
 	a.queue = append(a.queue, p)
 	a.queued++
 	if len(a.queue) > 2*a.queued+64 { // drop the entries that left
 		keep := a.queue[:0]
 		for _, q := range a.queue {
-			if q.phase == phaseQueued && e.pending[q.id] == q {
+			if q.phase == phaseQueued && e.isPending(q) {
 				keep = append(keep, q)
 			}
 		}
@@ -205,7 +205,7 @@ func (e *engine) dequeue(a *agentRoute) *pending {
 		p := a.queue[0]
 		a.queue[0] = nil
 		a.queue = a.queue[1:]
-		if p.phase == phaseQueued && e.pending[p.id] == p {
+		if p.phase == phaseQueued && e.isPending(p) {
 			a.queued--
 			p.phase = phaseNone
 			return p

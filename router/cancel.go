@@ -37,23 +37,28 @@ func (e *engine) onControl(rec *Record, control string, t *track, nowMs int64) {
 }
 
 // cancel resolves a pending intent (queued, in flight, waiting for a retry or
-// held) cancelled, and tells its agent when the intent was dispatched. An
-// intent this instance does not hold pending (unknown, or already resolved)
-// is left alone: it has or will get its one result. The agent of an intent
-// restored for an agent no longer configured is not told: it has no topic.
+// held) cancelled, and tells its agent when the intent was dispatched. A
+// cancel names (tenant, intent_id) like an intent: it reaches that intent
+// only, so a cancel without a tenant never reaches a tenant's intent, and
+// one tenant's never another's (counted forbidden, as if unknown). An intent
+// this instance does not hold pending (unknown, or already resolved) is left
+// alone: it has or will get its one result. The agent of an intent restored
+// for an agent no longer configured is not told: it has no topic.
 func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
-	p := e.pending[c.IntentID]
+	p := e.pending[intents.Scoped(c.Tenant, c.IntentID)]
 	if p == nil {
+		if _, n := e.pendingIDs.only(c.IntentID); n > 0 {
+			// Another tenant's intent: left alone, as if unknown.
+			e.m.cancels.WithLabelValues("forbidden").Inc()
+			e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", c.IntentID, "cancel_tenant", c.Tenant)
+			return
+		}
 		e.m.cancels.WithLabelValues("ignored").Inc()
 		return
 	}
-	if c.Tenant != "" && (p.tenant == nil || *p.tenant != c.Tenant) {
-		// Another tenant's intent: left alone, as if unknown.
-		e.m.cancels.WithLabelValues("forbidden").Inc()
-		e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", p.id, "cancel_tenant", c.Tenant)
-		return
-	}
-	c.Tenant = "" // the agent's notice does not need it
+	// The notice names the intent's tenant, so that an agent serving two
+	// tenants' intents of one id stops the right one.
+	c.Tenant = intents.TenantOf(p.tenant)
 	if p.dispatched != 0 && p.agent.dispatchable() {
 		value, err := intents.MarshalCancel(c)
 		if err != nil {

@@ -130,3 +130,26 @@ func TestRestoredIntentKeepsItsContextInTheTimeline(t *testing.T) {
 		}
 	})
 }
+
+// An intent gets the snapshot of its context_ref in its own tenant's
+// namespace only: globex's intent naming acme's entity gets it missing, and
+// the intent without a tenant sees only the entity without one.
+func TestContextIsAttachedFromTheIntentsTenantOnly(t *testing.T) {
+	store := routertest.NewContexts(clockwork.NewFakeClockAt(t0))
+	h := start(t, contextConfig, "at_least_once", router.WithContexts(store))
+	store.Put(&schemas.ContextSnapshot{EntityID: "user-1", Tenant: schemas.Ptr("acme"), Version: 7, SnapshotTs: t0.UnixMilli(), Features: map[string]float64{"secret": 1}})
+	store.Put(&schemas.ContextSnapshot{EntityID: "user-1", Version: 3, SnapshotTs: t0.UnixMilli(), Features: map[string]float64{"public": 1}})
+
+	h.request("f-1", "fraud_check", `{}`, withRef("user-1"), tenantIs("globex"))
+	if ar := h.dispatched(slowTopic, 1); ar.Context != nil || ar.ContextStatus == nil || *ar.ContextStatus != schemas.ContextMissing {
+		t.Fatalf("globex's intent got %+v (%v)", ar.Context, ar.ContextStatus)
+	}
+	h.request("f-2", "fraud_check", `{}`, withRef("user-1"), tenantIs("acme"))
+	if ar := h.dispatched(slowTopic, 2); ar.Context == nil || ar.Context.Features["secret"] != 1 || *ar.ContextStatus != schemas.ContextFresh {
+		t.Fatalf("acme's intent got %+v (%v)", ar.Context, ar.ContextStatus)
+	}
+	h.request("f-3", "fraud_check", `{}`, withRef("user-1"))
+	if ar := h.dispatched(slowTopic, 3); ar.Context == nil || ar.Context.Version != 3 {
+		t.Fatalf("the tenant-less intent got %+v", ar.Context)
+	}
+}

@@ -6,49 +6,76 @@ import "github.com/switchboard-mcp/switchboard/schemas"
 // duplicate request or response, to let a late answer refresh the fallback
 // cache, and to tombstone its changelog record when it is forgotten.
 type resolvedEntry struct {
-	route     *route
-	cacheKey  string
-	outcome   schemas.Outcome
-	partition int32
-	persisted bool // the changelog holds a resolved record for it
+	route      *route
+	agent      string // the agent it was dispatched to ("" if never routed): a late answer from another is not taken
+	cacheKey   string
+	logKey     string // the key of its changelog record
+	outcome    schemas.Outcome
+	partition  int32
+	persisted  bool // the changelog holds a resolved record for it
+	dispatched bool // it was sent to its agent: an answer may come
 }
 
 // generations of the resolved window: an entry is forgotten between window
 // and window*(1+1/(generations-1)) after it was added.
 const generations = 8
 
-// resolvedWindow remembers resolved intents for about a window. Generations
-// of maps rotate, so memory is bounded by the resolution rate, nothing is
-// scanned on the hot path, and what a rotation forgets comes in slices.
+// resolvedWindow remembers resolved intents for about a window, by intent
+// key (intentKey: tenant and id). Generations of maps rotate, so memory is
+// bounded by the resolution rate, nothing is scanned on the hot path, and
+// what a rotation forgets comes in slices.
 type resolvedWindow struct {
 	spanMs    int64
 	rotatedAt int64
 	gens      [generations]map[string]resolvedEntry // gens[0] is the newest
-	// uncommitted are the ids added since the last committed transaction
+	ids       idIndex                               // the tenants that resolved each id
+	// uncommitted are the keys added since the last committed transaction
 	// (exactly_once): an abort forgets them, since their resolution did not
 	// happen after all.
 	uncommitted []string
 }
 
 func newResolvedWindow(windowMs, nowMs int64) *resolvedWindow {
-	w := &resolvedWindow{spanMs: max(windowMs/(generations-1), 1), rotatedAt: nowMs}
+	w := &resolvedWindow{spanMs: max(windowMs/(generations-1), 1), rotatedAt: nowMs, ids: idIndex{}}
 	for i := range w.gens {
 		w.gens[i] = map[string]resolvedEntry{}
 	}
 	return w
 }
 
-func (w *resolvedWindow) add(id string, e resolvedEntry) {
-	w.gens[0][id] = e
-	w.uncommitted = append(w.uncommitted, id)
+func (w *resolvedWindow) add(key string, e resolvedEntry) {
+	w.put(key, e)
+	w.uncommitted = append(w.uncommitted, key)
 }
 
 // restore adds an entry read from the changelog (already committed).
-func (w *resolvedWindow) restore(id string, e resolvedEntry) { w.gens[0][id] = e }
+func (w *resolvedWindow) restore(key string, e resolvedEntry) { w.put(key, e) }
 
-func (w *resolvedWindow) get(id string) (resolvedEntry, bool) {
+// put adds an entry to the newest generation, replacing one of the same key
+// in any generation.
+func (w *resolvedWindow) put(key string, e resolvedEntry) {
+	if !w.delete(key) {
+		w.ids.add(key)
+	}
+	w.gens[0][key] = e
+}
+
+// delete removes key from every generation, leaving the index alone; it
+// reports whether key was there.
+func (w *resolvedWindow) delete(key string) bool {
+	found := false
 	for _, g := range w.gens {
-		if e, ok := g[id]; ok {
+		if _, ok := g[key]; ok {
+			delete(g, key)
+			found = true
+		}
+	}
+	return found
+}
+
+func (w *resolvedWindow) get(key string) (resolvedEntry, bool) {
+	for _, g := range w.gens {
+		if e, ok := g[key]; ok {
 			return e, true
 		}
 	}
@@ -63,9 +90,9 @@ func (w *resolvedWindow) commit() {
 
 // rollback forgets the resolutions since the last commit.
 func (w *resolvedWindow) rollback() {
-	for _, id := range w.uncommitted {
-		for _, g := range w.gens {
-			delete(g, id)
+	for _, key := range w.uncommitted {
+		if w.delete(key) {
+			w.ids.remove(key)
 		}
 	}
 	w.commit()
@@ -85,6 +112,9 @@ func (w *resolvedWindow) rotate(nowMs int64, forget func(map[string]resolvedEntr
 		copy(w.gens[1:], w.gens[:generations-1])
 		w.gens[0] = make(map[string]resolvedEntry, len(w.gens[1]))
 		if len(oldest) > 0 {
+			for key := range oldest {
+				w.ids.remove(key)
+			}
 			forget(oldest)
 		}
 	}
@@ -96,9 +126,10 @@ func (w *resolvedWindow) rotate(nowMs int64, forget func(map[string]resolvedEntr
 // forgetPartition drops the entries of a partition this instance gave up.
 func (w *resolvedWindow) forgetPartition(partition int32) {
 	for _, g := range w.gens {
-		for id, e := range g {
+		for key, e := range g {
 			if e.partition == partition {
-				delete(g, id)
+				delete(g, key)
+				w.ids.remove(key)
 			}
 		}
 	}

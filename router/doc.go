@@ -4,6 +4,15 @@
 // wheel, resolves them with a fallback, and writes exactly one result per
 // intent, after the intent's progress records (progress.go).
 //
+// # Identity
+//
+// An intent is (tenant, intent_id), tenant "" when it has none: two tenants
+// may use one id and have two intents, each with its one result. The
+// pending table, the dedup window, cancels and pairing are keyed by both
+// (identity.go, pairing.go); records keep the bare id as their Kafka key.
+// Memory is bounded by count (max_pending) and by bytes, in total and per
+// tenant (budget.go).
+//
 // # Goroutines
 //
 // Run starts two goroutines and owns both:

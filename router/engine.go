@@ -1,11 +1,9 @@
 package router
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +25,12 @@ const (
 	// HeaderMovedFrom marks a record the router moved to the partition its
 	// key hashes to, with the partition it was produced to.
 	HeaderMovedFrom = "switchboard.moved.from"
+	// HeaderReplayedFrom marks a record an operator put back from the
+	// dead-letter topic (switchboard dlq replay): a request so marked is
+	// served even though its intent was rejected within the dedup window,
+	// the one exception to one result per intent (a repair: rejected, then
+	// its real outcome).
+	HeaderReplayedFrom = "switchboard.replayed.from"
 )
 
 // Error classes the router adds to schemas' decoding classes.
@@ -58,6 +62,10 @@ type route struct {
 // pending is an intent dispatched and not yet resolved.
 type pending struct {
 	id          string
+	key         string // intentKey(tenant, id): its key in the pending table and the dedup window
+	logKey      string // the key of its changelog record (key, or the key it was restored from)
+	logKeyB     []byte // logKey as record-key bytes, made once (outputs are not modified by sinks)
+	bytes       int64  // what it holds, as the budget counted it
 	route       *route
 	agent       *agentRoute
 	partition   int32
@@ -84,17 +92,17 @@ type pending struct {
 	contextTs      *int64
 	progress       progressState // progress.go
 
-	key []byte // id as a record key, made once and shared by its outputs (see keyBytes)
+	idKey []byte // id as a record key, made once and shared by its outputs (see keyBytes)
 }
 
 // keyBytes is p's id as a record key. Its outputs share it (a sink copies
 // or keeps it, never changes it), so an intent's four or five outputs cost
 // one conversion.
 func (p *pending) keyBytes() []byte {
-	if p.key == nil {
-		p.key = []byte(p.id)
+	if p.idKey == nil {
+		p.idKey = []byte(p.id)
 	}
-	return p.key
+	return p.idKey
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -104,22 +112,26 @@ type emitFunc func(o *Output, a, b *track)
 // engine is the router's state machine. It is owned by the event loop and
 // never blocks: every effect is an Output handed to emit.
 type engine struct {
-	topics   config.Topics
-	codec    *schemas.Codec
-	routes   map[string]*route
-	agents   map[string]*agentRoute
-	unknown  *route
-	pending  map[string]*pending
-	wheel    *timeouts.Wheel[*pending]
-	cache    *timeouts.FallbackCache
-	resolved *resolvedWindow
-	m        *metrics
-	log      *slog.Logger
-	emit     emitFunc
-	failed   func(error)
-	owns     func(partition int32) bool // whether this instance owns a requests partition
-	contexts ContextLookup              // nil: none
-	nowMs    int64                      // the time of the current tick, for the wheel's callback
+	topics  config.Topics
+	codec   *schemas.Codec
+	routes  map[string]*route
+	agents  map[string]*agentRoute
+	unknown *route
+	pending map[string]*pending // by intentKey
+	// pendingIDs finds the tenants with an intent of an id pending;
+	// budget counts the bytes pending intents hold.
+	pendingIDs idIndex
+	budget     *budget
+	wheel      *timeouts.Wheel[*pending]
+	cache      *timeouts.FallbackCache
+	resolved   *resolvedWindow
+	m          *metrics
+	log        *slog.Logger
+	emit       emitFunc
+	failed     func(error)
+	owns       func(partition int32) bool // whether this instance owns a requests partition
+	contexts   ContextLookup              // nil: none
+	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).
@@ -173,20 +185,23 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		return nil, err
 	}
 	e := &engine{
-		topics:   cfg.Topics,
-		codec:    codec,
-		routes:   map[string]*route{},
-		agents:   map[string]*agentRoute{},
-		pending:  map[string]*pending{},
-		wheel:    wheel,
-		cache:    timeouts.NewFallbackCache(cfg.Router.FallbackCacheSize),
-		resolved: newResolvedWindow(cfg.Router.DedupWindow.D().Milliseconds(), nowMs),
-		m:        m,
-		log:      log,
-		unknown:  &route{name: unknownType, m: m.forRoute(unknownType, "")},
-		held:     map[int32][]*pending{},
-		holdMax:  10_000,
-		read:     map[int32]*readProgress{},
+		topics:  cfg.Topics,
+		codec:   codec,
+		routes:  map[string]*route{},
+		agents:  map[string]*agentRoute{},
+		pending: map[string]*pending{},
+		wheel:   wheel,
+		budget:  newBudget(cfg.Router.MaxPendingBytes, cfg.Router.MaxPendingBytesPerTenant),
+
+		pendingIDs: idIndex{},
+		cache:      timeouts.NewFallbackCache(cfg.Router.FallbackCacheSize),
+		resolved:   newResolvedWindow(cfg.Router.DedupWindow.D().Milliseconds(), nowMs),
+		m:          m,
+		log:        log,
+		unknown:    &route{name: unknownType, m: m.forRoute(unknownType, "")},
+		held:       map[int32][]*pending{},
+		holdMax:    10_000,
+		read:       map[int32]*readProgress{},
 	}
 	for name, a := range cfg.Agents {
 		ar := newAgentRoute(name, a, m, nowMs)
@@ -256,19 +271,23 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 			return
 		}
 	}
-	if _, dup := e.pending[req.IntentID]; dup {
-		e.m.dupIntents.Inc()
-		return
-	}
-	if _, dup := e.resolved.get(req.IntentID); dup {
-		e.m.dupIntents.Inc()
-		return
+	key := intentKey(req.Tenant, req.IntentID)
+	logKey := key
+	if e.known(key) {
+		prior, ok := e.replayOverRejection(rec, key)
+		if !ok {
+			e.m.dupIntents.Inc()
+			return
+		}
+		logKey = prior
 	}
 	if e.payloadFails(rec, t, r, &req, nowMs) {
 		return
 	}
 	p := &pending{
 		id:          req.IntentID,
+		key:         key,
+		logKey:      logKey,
 		route:       r,
 		agent:       agent,
 		partition:   rec.Partition,
@@ -283,11 +302,56 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		deadline:    intents.Deadline(rec.TimestampMs, req.TimeoutMs, r.policy),
 		attempt:     1,
 	}
+	if !e.budget.admits(p) {
+		e.shedOverBudget(p, nowMs, t)
+		return
+	}
 	if p.deadline <= nowMs {
 		e.timeOut(p, nowMs, schemas.ReasonExpiredOnArrival, t)
 		return
 	}
 	e.admit(p, nowMs, t)
+}
+
+// replayOverRejection reports whether a request for an intent already known
+// (key) is an operator's replay from the dead-letter topic of an intent that
+// was rejected: then its rejection is forgotten (it is served, and its
+// result follows the rejected one) and prior is the key of its changelog
+// record, which the new intent's records replace.
+func (e *engine) replayOverRejection(rec *Record, key string) (prior string, ok bool) {
+	if !hasHeader(rec, HeaderReplayedFrom) {
+		return "", false
+	}
+	done, resolved := e.resolved.get(key)
+	if !resolved || done.outcome != schemas.OutcomeRejected {
+		return "", false
+	}
+	if e.resolved.delete(key) {
+		e.resolved.ids.remove(key)
+	}
+	if done.logKey == "" {
+		return key, true
+	}
+	return done.logKey, true
+}
+
+func hasHeader(rec *Record, key string) bool {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// known reports whether the intent of key is pending or was resolved within
+// the dedup window: a request for it is a duplicate.
+func (e *engine) known(key string) bool {
+	if _, ok := e.pending[key]; ok {
+		return true
+	}
+	_, ok := e.resolved.get(key)
+	return ok
 }
 
 // dispatch sends an intent to its agent, records it in the pending
@@ -337,7 +401,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	if a.breaker != nil {
 		p.probe = a.breaker.dispatched(nowMs)
 	}
-	e.pending[p.id] = p
+	e.keep(p)
 	e.schedule(p)
 	p.route.m.dispatched.Inc()
 }
@@ -350,9 +414,30 @@ func (e *engine) persist(p *pending, t *track) bool {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Pending, Key: p.keyBytes(), Value: state}, t, nil)
+	e.emit(p.changelog(e.topics.Pending, state), t, nil)
 	p.persisted = true
 	return true
+}
+
+// changelog is p's record (a nil state: its tombstone) in the pending
+// changelog: under its changelog key, in the partition of its request, so
+// that the intents of every tenant that use one id are all restored with it
+// (a scoped key would hash elsewhere).
+func (p *pending) changelog(topic string, state []byte) *Output {
+	return &Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
+}
+
+// logKeyBytes is p's changelog key as the bytes of a record key, made once
+// (the id's, keyBytes, when they are the same).
+func (p *pending) logKeyBytes() []byte {
+	if p.logKeyB == nil {
+		if p.logKey == p.id {
+			p.logKeyB = p.keyBytes()
+		} else {
+			p.logKeyB = []byte(p.logKey)
+		}
+	}
+	return p.logKeyB
 }
 
 // unpersisted resolves an intent whose agent request or pending state could
@@ -383,7 +468,7 @@ func (e *engine) schedule(p *pending) {
 // recordInto fills rec with p's durable form.
 func (p *pending) recordInto(rec *schemas.PendingIntent) {
 	*rec = schemas.PendingIntent{
-		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agentName(), RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
 		Tenant: p.tenant, Traceparent: p.traceparent, ContextVersion: p.contextVersion, ContextTs: p.contextTs,
@@ -410,102 +495,12 @@ func (e *engine) resolvedRecord(p *pending, nowMs int64, outcome schemas.Outcome
 	sc := &e.scratch
 	sc.resolvedAt, sc.outcome = nowMs, string(outcome)
 	sc.pi = schemas.PendingIntent{
-		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agentName(), RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, SessionID: p.sessionID, Tenant: p.tenant,
 		ResolvedAt: &sc.resolvedAt, Outcome: &sc.outcome,
 	}
 	return &sc.pi
-}
-
-// onResponse handles one record of the responses topic.
-func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
-	var resp schemas.AgentResponse
-	if err := e.codec.Decode(rec.Value, &resp); err != nil {
-		e.deadLetter(rec, t, schemas.ErrorClass(err), err)
-		return
-	}
-	if resp.RequestID == "" {
-		e.deadLetter(rec, t, ClassInvalidResponse, errors.New(`field "request_id" is required`))
-		return
-	}
-	defer e.readResponse(rec.Partition, rec.TimestampMs, nowMs)
-	p := e.pendingFor(&resp)
-	if p == nil {
-		if resp.Status == schemas.StatusProgress {
-			e.strayProgress(&resp)
-		}
-		e.onStrayResponse(&resp, nowMs, t)
-		return
-	}
-	// An answer from any attempt answers the intent. An error or a progress
-	// message counts only for the attempt in flight: one from an attempt
-	// already retried (by its attempt field, or because no attempt is in
-	// flight) is stale.
-	current := p.phase == phaseInFlight && (resp.Attempt == nil || *resp.Attempt == p.attempt)
-	switch resp.Status {
-	case schemas.StatusOK:
-		e.recordOutcome(p, false, nowMs)
-		e.remember(p.route, p.cacheKey, resp.Answer, nowMs, t)
-		e.resolve(p, schemas.OutcomeAnswered, resp.Answer, nil, rec.TimestampMs, nowMs, t)
-	case schemas.StatusError:
-		if !current {
-			e.m.staleResponses.Inc()
-			return
-		}
-		info := resp.Error
-		if info == nil {
-			info = &schemas.ErrorInfo{Code: "agent_error", Message: "the agent reported an error without details"}
-		}
-		e.recordOutcome(p, true, nowMs)
-		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
-	case schemas.StatusProgress:
-		e.onProgress(p, &resp, current, t, nowMs)
-	default:
-		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
-	}
-}
-
-// onStrayResponse handles a response for an intent that is not pending: late
-// (it timed out: the answer refreshes the fallback cache), duplicate (it was
-// already answered: ignored) or unknown.
-func (e *engine) onStrayResponse(resp *schemas.AgentResponse, nowMs int64, t *track) {
-	done, ok := e.resolved.get(resp.RequestID)
-	if !ok {
-		e.m.unknownResp.Inc()
-		e.log.Debug("response for an unknown intent", "intent_id", resp.RequestID, "agent", resp.Agent)
-		return
-	}
-	if done.outcome == schemas.OutcomeAnswered || done.outcome == schemas.OutcomeAgentError {
-		e.m.dupResponses.Inc()
-		return
-	}
-	done.route.m.late.Inc()
-	if resp.Status == schemas.StatusOK {
-		e.remember(done.route, done.cacheKey, resp.Answer, nowMs, t)
-	}
-}
-
-// remember puts a good answer in the fallback cache, here and, through the
-// fallback-cache topic, in every instance.
-func (e *engine) remember(r *route, key string, answer *schemas.JSON, nowMs int64, t *track) {
-	if answer == nil || r.cacheKey == "" {
-		return
-	}
-	e.cache.Put(r.name, key, string(*answer), nowMs)
-	fa := &schemas.FallbackAnswer{IntentType: r.name, CacheKey: key, Answer: *answer, AnsweredAt: nowMs}
-	value, err := e.codec.Encode(e.topics.FallbackCache, fa)
-	if err != nil {
-		e.encodeFailed(t, err)
-		return
-	}
-	e.emit(&Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t, nil)
-}
-
-// onFallbackAnswer applies an answer read from the fallback-cache topic
-// (written by any instance, this one included).
-func (e *engine) onFallbackAnswer(fa *schemas.FallbackAnswer) {
-	e.cache.Put(fa.IntentType, fa.CacheKey, string(fa.Answer), fa.AnsweredAt)
 }
 
 // tick advances the wheel and the dedup window to nowMs.
@@ -514,9 +509,10 @@ func (e *engine) tick(nowMs int64) {
 	e.wheel.Advance(nowMs, e.onExpire)
 	e.pumpAll(nowMs)
 	e.resolved.rotate(nowMs, func(gone map[string]resolvedEntry) {
-		for id, r := range gone {
+		for _, r := range gone {
 			if r.persisted && e.owns(r.partition) {
-				e.emit(&Output{Topic: e.topics.Pending, Key: []byte(id)}, nil, nil) // tombstone
+				part := r.partition
+				e.emit(&Output{Topic: e.topics.Pending, Partition: &part, Key: []byte(r.logKey)}, nil, nil) // tombstone
 			}
 		}
 	})
@@ -563,20 +559,6 @@ func (e *engine) onExpire(_ int64, p *pending) {
 		return
 	}
 	e.timeOut(p, e.nowMs, schemas.ReasonDeadline, nil)
-}
-
-// readPast reports whether responses partition has been read past tsMs: to
-// its end, or up to a record stamped after tsMs. A partition this instance
-// has no record of (it owned it from the start and nothing came) counts as
-// read.
-func (e *engine) readPast(partition int32, tsMs int64) bool {
-	rp := e.read[partition]
-	return rp == nil || rp.atEnd || rp.maxTs > tsMs || (!rp.takenOver && e.nowMs-rp.lastReadAt >= quietMs)
-}
-
-func (e *engine) hold(p *pending, nowMs int64) {
-	p.heldSince = nowMs
-	e.held[p.partition] = append(e.held[p.partition], p)
 }
 
 // timeOut publishes the timeout event and resolves the intent with its
@@ -642,7 +624,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if p.agent != nil {
 		e.leave(p)
 	}
-	delete(e.pending, p.id)
+	e.drop(p)
 	res := &e.scratch.res
 	*res = schemas.IntentResult{
 		IntentID:   p.id,
@@ -668,142 +650,43 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
 	res.ProgressCount = p.progressCount()
+	// Whatever happens to the outputs below, the intent is resolved here:
+	// the dedup window keeps any later record of it from a second result.
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
+		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
 		return
 	}
 	key := p.keyBytes()
 	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
-	// The changelog remembers the resolution for the dedup window, so that a
-	// duplicate request is not dispatched again even after a takeover; the
-	// window's rotation tombstones it.
-	remember := p.agent != nil // rejected requests are not remembered
-	if remember {
-		state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
-		if err != nil {
-			// The result is out: remember the resolution here at least, and
-			// tombstone the pending record so that no takeover resurrects it.
-			e.encodeFailed(cause, err)
-			state, remember = nil, false
-		}
-		e.emit(&Output{Topic: e.topics.Pending, Key: key, Value: state}, cause, nil)
+	// The changelog remembers the resolution (rejections too) for the dedup
+	// window, so that a duplicate request is not dispatched again, nor
+	// resolved again, even after a takeover; the window's rotation
+	// tombstones it. It holds a marker (resolvedRecord), not the payload.
+	state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
+	remember := err == nil
+	if err != nil {
+		// The result is out: remember the resolution here at least, and
+		// tombstone the pending record so that no takeover resurrects it.
+		e.encodeFailed(cause, err)
+		state = nil
 	}
-	e.resolved.add(p.id, resolvedEntry{route: p.route, cacheKey: p.cacheKey, outcome: outcome, partition: p.partition, persisted: remember})
+	if remember || p.persisted {
+		e.emit(p.changelog(e.topics.Pending, state), cause, nil)
+	}
+	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
 	p.route.m.resolved[outcome].Inc()
 	if p.recordTs > 0 {
 		p.route.m.seconds[outcome].Observe(float64(nowMs-p.recordTs) / 1000)
 	}
 }
 
-// reject dead-letters a request and, when its id is readable, resolves it
-// rejected so the caller hears why.
-func (e *engine) reject(rec *Record, t *track, class string, cause error, req *schemas.IntentRequest, nowMs int64) {
-	e.deadLetter(rec, t, class, cause)
-	id := ""
-	if req != nil && validID(req.IntentID) {
-		id = req.IntentID
-	} else if validID(string(rec.Key)) {
-		id = string(rec.Key)
-	}
-	if id == "" {
-		return
-	}
-	if _, dup := e.pending[id]; dup {
-		return
-	}
-	r := e.unknown
-	p := &pending{id: id, route: r, partition: rec.Partition, recordTs: rec.TimestampMs, receivedAt: nowMs}
-	if req != nil {
-		if known := e.routes[req.IntentType]; known != nil {
-			p.route = known
-		} else if intents.ValidName(req.IntentType) {
-			p.route = &route{name: req.IntentType, m: r.m}
-		}
-		p.sessionID, p.tenant, p.traceparent = req.SessionID, req.Tenant, req.Traceparent
-	}
-	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, t)
-}
-
-// readResponse notes that a response stamped tsMs was read from a partition,
-// and times out the held intents whose deadline it shows passed unanswered.
-func (e *engine) readResponse(partition int32, tsMs, nowMs int64) {
-	rp := e.read[partition]
-	if rp == nil {
-		rp = &readProgress{}
-		e.read[partition] = rp
-	}
-	rp.atEnd = false
-	rp.maxTs = max(rp.maxTs, tsMs)
-	rp.lastReadAt = nowMs
-	if len(e.held[partition]) > 0 {
-		e.releaseHeld(partition, func(p *pending) bool { return p.deadline < tsMs }, nowMs)
-	}
-}
-
-// readToEnd notes that a responses partition has been read to its end: every
-// held intent of it times out.
-func (e *engine) readToEnd(partition int32, nowMs int64) {
-	rp := e.read[partition]
-	if rp == nil {
-		rp = &readProgress{}
-		e.read[partition] = rp
-	}
-	rp.atEnd = true
-	rp.takenOver = false
-	if len(e.held[partition]) > 0 {
-		e.releaseHeld(partition, func(*pending) bool { return true }, nowMs)
-	}
-}
-
-// takingOver notes that a partition was just assigned: its responses have not
-// been read at all yet.
-func (e *engine) takingOver(partition int32) {
-	e.read[partition] = &readProgress{takenOver: true}
-}
-
-func (e *engine) releaseHeld(partition int32, due func(*pending) bool, nowMs int64) {
-	keep := e.held[partition][:0]
-	for _, p := range e.held[partition] {
-		if e.pending[p.id] != p {
-			continue // answered meanwhile
-		}
-		if !due(p) {
-			keep = append(keep, p)
-			continue
-		}
-		p.heldSince = 0
-		e.timeOut(p, nowMs, schemas.ReasonDeadline, nil)
-	}
-	clear(e.held[partition][len(keep):])
-	e.held[partition] = keep
-}
-
-// deadLetter copies a record to the dead-letter topic with where it came from
-// and why.
-func (e *engine) deadLetter(rec *Record, t *track, class string, cause error) {
-	msg := cause.Error()
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
-	h := make([]Header, 0, len(rec.Headers)+5)
-	h = append(h, rec.Headers...)
-	h = append(h,
-		Header{HeaderOriginalTopic, []byte(rec.Topic)},
-		Header{HeaderOriginalPartition, strconv.AppendInt(nil, int64(rec.Partition), 10)},
-		Header{HeaderOriginalOffset, strconv.AppendInt(nil, rec.Offset, 10)},
-		Header{HeaderErrorClass, []byte(class)},
-		Header{HeaderErrorMessage, []byte(msg)},
-	)
-	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
-	e.m.deadLettered.WithLabelValues(rec.Topic, class).Inc()
-	e.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "class", class, "error", msg)
-}
-
-func (e *engine) encodeFailed(t *track, err error) {
-	e.failed(fmt.Errorf("router: encoding an output: %w", err))
-	if t != nil {
-		t.failed = true
+// resolvedEntry is what the dedup window remembers of p.
+func (p *pending) resolvedEntry(outcome schemas.Outcome, persisted bool) resolvedEntry {
+	return resolvedEntry{
+		route: p.route, agent: p.agentName(), cacheKey: p.cacheKey, logKey: p.logKey, outcome: outcome,
+		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0,
 	}
 }
 
@@ -812,13 +695,13 @@ func (e *engine) encodeFailed(t *track, err error) {
 // them.
 func (e *engine) forgetPartition(partition int32) int {
 	n := 0
-	for id, p := range e.pending {
+	for _, p := range e.pending {
 		if p.partition == partition {
 			if p.timer != (timeouts.Timer{}) {
 				e.wheel.Cancel(p.timer)
 			}
 			e.leave(p)
-			delete(e.pending, id)
+			e.drop(p)
 			n++
 		}
 	}
@@ -847,29 +730,6 @@ func (p *pending) agentName() string {
 		return ""
 	}
 	return p.agent.name
-}
-
-// cacheKeyOf is the fallback-cache key of an intent: the field the intent
-// type names, scoped to the intent's tenant, so that one tenant's answer is
-// never another tenant's fallback.
-func cacheKeyOf(key string, req *schemas.IntentRequest) string {
-	var v *string
-	switch key {
-	case config.CacheKeyContextRef:
-		v = req.ContextRef
-	case config.CacheKeySessionID:
-		v = req.SessionID
-	case config.CacheKeyTenant:
-		v = req.Tenant
-	}
-	k := ""
-	if v != nil {
-		k = *v
-	}
-	if key != config.CacheKeyTenant && req.Tenant != nil && *req.Tenant != "" {
-		k = *req.Tenant + "/" + k
-	}
-	return k
 }
 
 func validID(s string) bool { return intents.ValidID(s) }

@@ -47,6 +47,9 @@ type metrics struct {
 	retries                         *prometheus.CounterVec
 	cancels                         *prometheus.CounterVec
 	staleResponses                  prometheus.Counter
+	invalidResponses                *prometheus.CounterVec
+	pendingBytes                    prometheus.Gauge
+	tenantShed                      prometheus.Counter
 	prog                            *progressMetrics // progress.go
 }
 
@@ -154,12 +157,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		staleResponses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_responses_stale_total", Help: "Agent errors from an attempt already retried, or for an intent not in flight (ignored).",
 		}),
+		invalidResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_responses_invalid_total", Help: "Agent responses dead-lettered (invalid_response) rather than credited, by reason: agent (another agent than the one the intent was dispatched to), tenant (a tenant without an intent of that id), attempt (an attempt never dispatched), ambiguous (no tenant, and several tenants have an intent of that id).",
+		}, []string{"reason"}),
+		pendingBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_intents_pending_bytes", Help: "Bytes the pending intents hold (payloads and other fields), against router.max_pending_bytes.",
+		}),
+		tenantShed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_intents_tenant_budget_shed_total", Help: "Intents shed at once because their tenant's pending intents held router.max_pending_bytes_per_tenant.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
 		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.txRecords, m.txOutputs, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
+		m.invalidResponses, m.pendingBytes, m.tenantShed,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -23,8 +23,28 @@ func (r *Router) poll(ctx context.Context) error {
 		assigned = map[TopicPartition]bool{}
 		paused   = map[TopicPartition]bool{}
 	)
+	// room reports whether ev may go to the loop now: the records on
+	// their way to it hold less than the queue's byte bound (one record
+	// always may, however large).
+	room := func(ev any) bool {
+		rec, ok := ev.(*Record)
+		if !ok {
+			return true
+		}
+		n := recordBytes(rec)
+		if q := r.queuedBytes.Load(); q > 0 && q+n > r.opts.queueBytes {
+			return false
+		}
+		r.queuedBytes.Add(n)
+		return true
+	}
+	unroom := func(ev any) {
+		if rec, ok := ev.(*Record); ok {
+			r.queuedBytes.Add(-recordBytes(rec))
+		}
+	}
 	send := func(ev any) {
-		if len(backlog) == 0 {
+		if len(backlog) == 0 && room(ev) {
 			select {
 			case r.events <- ev:
 				// Run the loop now, on this thread: otherwise it waits in
@@ -36,6 +56,7 @@ func (r *Router) poll(ctx context.Context) error {
 				runtime.Gosched()
 				return
 			default:
+				unroom(ev)
 			}
 		}
 		backlog = append(backlog, ev)
@@ -55,13 +76,14 @@ func (r *Router) poll(ctx context.Context) error {
 			send(rs)
 		default:
 		}
-		for len(backlog) > 0 {
+		for len(backlog) > 0 && room(backlog[0]) {
 			select {
 			case r.events <- backlog[0]:
 				backlog[0] = nil
 				backlog = backlog[1:]
 				continue
 			default:
+				unroom(backlog[0])
 			}
 			break
 		}
@@ -108,6 +130,9 @@ func (r *Router) poll(ctx context.Context) error {
 	}
 	return nil
 }
+
+// recordBytes is what a record weighs in the poll queue.
+func recordBytes(rec *Record) int64 { return int64(len(rec.Key) + len(rec.Value)) }
 
 // takeOver reads what the loop needs to own partitions: their committed
 // offsets and the pending intents of the requests partitions. On a rewind it

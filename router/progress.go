@@ -19,10 +19,15 @@ import (
 // state is written to the pending changelog with each record, so a takeover
 // continues the numbering and the caps where the last commit left them.
 //
+// A progress message is paired with its intent like an answer (pairing.go):
+// by (tenant, request_id), and one from another agent than the intent's, for
+// another tenant, or for an attempt never dispatched is dead-lettered
+// (invalid_response) before any of the checks below.
+//
 // Dropped and counted (switchboard_progress_dropped_total{reason}), never
 // published:
 //
-//   - unknown: no pending intent of that id on this instance;
+//   - unknown: no pending intent of that (tenant, id) on this instance;
 //   - resolved: the intent is resolved (progress after the result);
 //   - stale_attempt: not for the attempt in flight (an attempt already
 //     retried, or none in flight);
@@ -99,13 +104,6 @@ func newProgressMetrics(reg prometheus.Registerer) (*progressMetrics, error) {
 	return m, nil
 }
 
-// pendingFor returns the pending intent a response is for, or nil. Today an
-// intent is known by its id; where intents are known by tenant and id, this
-// is the one place that changes.
-func (e *engine) pendingFor(resp *schemas.AgentResponse) *pending {
-	return e.pending[resp.RequestID]
-}
-
 // onProgress handles a progress message of a pending intent. current says
 // whether it is for the attempt in flight.
 func (e *engine) onProgress(p *pending, resp *schemas.AgentResponse, current bool, t *track, nowMs int64) {
@@ -180,7 +178,7 @@ func (e *engine) publishProgress(p *pending, resp *schemas.AgentResponse, t *tra
 		e.log.Warn("progress not published: encoding failed", "intent_id", p.id, "error", err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Progress, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: e.topics.Progress, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)
 	st.seq++
 	st.bytes += size
 	if resp.Sequence != nil {
@@ -190,9 +188,10 @@ func (e *engine) publishProgress(p *pending, resp *schemas.AgentResponse, t *tra
 	return true
 }
 
-// strayProgress counts a progress message for an intent that is not pending.
-func (e *engine) strayProgress(resp *schemas.AgentResponse) {
-	if _, ok := e.resolved.get(resp.RequestID); ok {
+// strayProgress counts a progress message for an intent that is not
+// pending; key is the intent's (pairing.go).
+func (e *engine) strayProgress(key string) {
+	if _, ok := e.resolved.get(key); ok {
 		e.progressDropped(progressResolved)
 		return
 	}

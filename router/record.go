@@ -152,12 +152,20 @@ type TxnError struct {
 func (e *TxnError) Error() string { return "router: transaction: " + e.Err.Error() }
 func (e *TxnError) Unwrap() error { return e.Err }
 
+// PendingRecord is one live record of the pending changelog: the key it was
+// read under (the intent's id, or its tenant and id, see intents.Scoped)
+// and the intent's state. The router tombstones the record under that key.
+type PendingRecord struct {
+	Key    string
+	Intent *schemas.PendingIntent
+}
+
 // Restorer reads the pending-state changelog.
 type Restorer interface {
 	// Restore returns the pending intents of the given partitions of the
 	// pending changelog (the live value of every key), read to its end with
 	// read_committed.
-	Restore(ctx context.Context, partitions []int32) (map[int32][]*schemas.PendingIntent, error)
+	Restore(ctx context.Context, partitions []int32) (map[int32][]PendingRecord, error)
 }
 
 // FallbackFeed reads the shared fallback-cache topic from its beginning and

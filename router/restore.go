@@ -17,10 +17,17 @@ import (
 // received, behind the intents already queued; restored in-flight intents
 // count against their agent's max_in_flight; a scheduled retry keeps its time
 // and attempt, an in-flight intent its idle deadline.
-func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowMs int64) (restored, held int) {
+//
+// Each keeps the changelog key it was read under, so that its next record
+// and its tombstone replace that one, whatever key a new intent of the same
+// tenant and id would get (records from before tenants were scoped are keyed
+// by the bare id).
+func (e *engine) restore(partition int32, entries []PendingRecord, nowMs int64) (restored, held int) {
 	var queued []*pending
-	for _, pi := range entries {
-		if _, ok := e.pending[pi.IntentID]; ok {
+	for _, rec := range entries {
+		pi := rec.Intent
+		key := intentKey(pi.Tenant, pi.IntentID)
+		if e.known(key) {
 			continue
 		}
 		r := e.routes[pi.IntentType]
@@ -35,7 +42,10 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			if pi.Outcome != nil {
 				outcome = schemas.Outcome(*pi.Outcome)
 			}
-			e.resolved.restore(pi.IntentID, resolvedEntry{route: r, cacheKey: pi.CacheKey, outcome: outcome, partition: partition, persisted: true})
+			e.resolved.restore(key, resolvedEntry{
+				route: r, agent: pi.Agent, cacheKey: pi.CacheKey, logKey: rec.Key, outcome: outcome,
+				partition: partition, persisted: true, dispatched: pi.DispatchedAt != 0,
+			})
 			continue
 		}
 		agent := e.agents[pi.Agent]
@@ -43,7 +53,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			agent = &agentRoute{name: pi.Agent}
 		}
 		p := &pending{
-			id: pi.IntentID, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
+			id: pi.IntentID, key: key, logKey: rec.Key, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
 			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
 			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
 			attempt: pi.Attempt, persisted: true, contextVersion: pi.ContextVersion, contextTs: pi.ContextTs,
@@ -63,7 +73,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			if p.deadline <= nowMs {
 				// A retry that was waiting in the queue: an answer to an
 				// earlier attempt may still be unread.
-				e.pending[p.id] = p
+				e.keep(p)
 				e.hold(p, nowMs)
 				held++
 				continue
@@ -72,7 +82,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			continue
 		case configured && pi.RetryAt != nil:
 			p.phase, p.retryAt = phaseRetry, *pi.RetryAt
-			e.pending[p.id] = p
+			e.keep(p)
 			e.schedule(p) // a retry already due goes out on the next tick
 			continue
 		}
@@ -81,7 +91,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 		if pi.IdleDeadline != nil {
 			p.idleAt = *pi.IdleDeadline
 		}
-		e.pending[p.id] = p
+		e.keep(p)
 		if p.deadline > nowMs {
 			e.schedule(p)
 			continue

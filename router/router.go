@@ -26,6 +26,7 @@ type options struct {
 	reg          prometheus.Registerer
 	drainTimeout time.Duration
 	queue        int
+	queueBytes   int64
 	restorer     Restorer
 	feed         FallbackFeed
 	commitClock  clockwork.Clock
@@ -49,6 +50,12 @@ func WithDrainTimeout(d time.Duration) Option { return func(o *options) { o.drai
 // WithQueue sets the capacity of the channel from the poll goroutine to the
 // event loop (default 4096 records).
 func WithQueue(n int) Option { return func(o *options) { o.queue = n } }
+
+// WithQueueBytes bounds the bytes of the records (keys and values) on their
+// way from the poll goroutine to the event loop (default 32 MiB): past it
+// the poll goroutine pauses its partitions, as when the queue is full, so
+// that a burst of large records waits in Kafka rather than in memory.
+func WithQueueBytes(n int64) Option { return func(o *options) { o.queueBytes = n } }
 
 // WithRestorer sets where the router restores the pending intents of the
 // partitions it is assigned. Without one, it restores nothing.
@@ -82,7 +89,8 @@ type Router struct {
 	revokes      chan revokeReq // the Source's revoke hook -> event loop
 	rewinds      chan struct{}  // event loop -> poll goroutine: seek to committed and restore
 	feed         chan *schemas.FallbackAnswer
-	backpressure atomic.Bool // event loop -> poll goroutine: pause requests
+	backpressure atomic.Bool  // event loop -> poll goroutine: pause requests
+	queuedBytes  atomic.Int64 // bytes of the records in events, not yet handled
 	health       atomic.Pointer[healthState]
 	agents       atomic.Pointer[[]AgentView] // published by the event loop
 	viewsAt      int64                       // event loop: when agents was last published
@@ -97,6 +105,7 @@ type Router struct {
 	assigned   map[TopicPartition]bool  // what this instance owns
 	positions  map[TopicPartition]int64 // exactly_once: next offset to read, per owned partition
 	txOpen     bool                     // exactly_once: a transaction holds outputs
+	txBytes    int64                    // exactly_once: the bytes of the open transaction's outputs
 	dirty      bool                     // exactly_once: positions moved since the last commit
 	lastCommit int64
 	// exactly_once: what the open transaction holds, for the batch-size
@@ -128,7 +137,7 @@ type revokeReq struct {
 // after an abort, for every partition it owns).
 type restored struct {
 	tps       []TopicPartition
-	pending   map[int32][]*schemas.PendingIntent
+	pending   map[int32][]PendingRecord
 	committed map[TopicPartition]int64
 	took      time.Duration
 	rewind    bool
@@ -138,7 +147,7 @@ type restored struct {
 // router reads and encodes what it writes. With delivery exactly_once the
 // sink must be a TxSink.
 func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts ...Option) (*Router, error) {
-	o := options{clock: clockwork.NewRealClock(), log: slog.Default(), reg: prometheus.NewRegistry(), drainTimeout: 10 * time.Second, queue: 4096}
+	o := options{clock: clockwork.NewRealClock(), log: slog.Default(), reg: prometheus.NewRegistry(), drainTimeout: 10 * time.Second, queue: 4096, queueBytes: 32 << 20}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -332,6 +341,7 @@ func (r *Router) handle(ev any) {
 	now := r.opts.clock.Now().UnixMilli()
 	switch ev := ev.(type) {
 	case *Record:
+		r.queuedBytes.Add(-recordBytes(ev))
 		if r.discarding {
 			return // read before the rewind: it will be read again
 		}
@@ -358,11 +368,15 @@ func (r *Router) handle(ev any) {
 			r.forward(ev, t)
 		case ev.Topic == r.cfg.Topics.Requests:
 			r.engine.onRequest(ev, t, now)
+			r.pressure()
 		case ev.Topic == r.cfg.Topics.Responses:
 			r.engine.onResponse(ev, t, now)
 		}
 		r.engine.flush(now)
 		r.tr.release(t)
+		if r.txBytes >= maxTxBytes {
+			r.commit()
+		}
 		if !ev.PolledAt.IsZero() {
 			o := r.m.responseSeconds
 			if ev.Topic == r.cfg.Topics.Requests {
@@ -434,19 +448,37 @@ func (r *Router) onTick() {
 	if r.tx != nil && r.opts.commitClock == nil && now-r.lastCommit >= r.cfg.Router.CommitInterval.D().Milliseconds() {
 		r.commit()
 	}
-	n := len(r.engine.pending)
-	r.m.pending.Set(float64(n))
+	r.m.pending.Set(float64(len(r.engine.pending)))
+	r.m.pendingBytes.Set(float64(r.engine.budget.total))
 	r.m.uncommitted.Set(float64(r.tr.lag()))
 	r.m.fallbackEntries.Set(float64(r.engine.cache.Len()))
 	r.settleFailure()
-	// Hysteresis: pause at the bound, resume below 90% of it.
-	limit := r.cfg.Router.MaxPending
-	if n >= limit {
+	r.pressure()
+}
+
+// pressure pauses the requests partitions while the pending table is full,
+// by count (max_pending) or by bytes (max_pending_bytes), and resumes them
+// below 90% of both: hysteresis. It runs on every tick and after every
+// request, so that a burst of large intents is paused at once rather than a
+// tick later.
+func (r *Router) pressure() {
+	n, limit := len(r.engine.pending), r.cfg.Router.MaxPending
+	b := r.engine.budget
+	if n >= limit || b.full() {
 		r.backpressure.Store(true)
-	} else if n < limit-limit/10 {
+	} else if n < limit-limit/10 && b.belowResume() {
 		r.backpressure.Store(false)
 	}
 }
+
+// maxTxBytes bounds an exactly_once transaction by the bytes of its outputs:
+// past it the loop commits after the record at hand rather than at the next
+// commit interval. Committing flushes every output first, and a transaction
+// open longer than transaction.timeout.ms (20 s) is aborted by the broker,
+// which fences the producer: with intents of 1 MiB (a dispatch and a
+// changelog record each) on a loaded host, a commit interval's worth could
+// take that long, and the router fell into abort, redo, abort.
+var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
 // delivery is the opaque of one produced output (at_least_once).
 type delivery struct {
@@ -468,6 +500,7 @@ func (r *Router) produce(o *Output, a, b *track) {
 		if err := r.tx.Produce(o, nil); err != nil {
 			r.txFailed(err)
 		}
+		r.txBytes += int64(len(o.Key) + len(o.Value))
 		r.txOutputs++
 		return
 	}

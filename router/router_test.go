@@ -69,6 +69,7 @@ type harness struct {
 	reg    *prometheus.Registry
 	r      *router.Router
 	offset map[string]int64
+	marks  int // settleMarked's markers so far
 }
 
 func start(t testing.TB, yaml, delivery string, opts ...router.Option) *harness {

@@ -114,7 +114,7 @@ func (r *Router) commit() {
 		r.txFailed(err)
 		return
 	}
-	r.txOpen, r.dirty = false, false
+	r.txOpen, r.dirty, r.txBytes = false, false, 0
 	r.engine.resolved.commit()
 	r.m.committed.Inc()
 	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
@@ -176,7 +176,7 @@ func (r *Router) dropWork(fatal bool) {
 			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
 		}
 	}
-	r.txOpen, r.dirty = false, false
+	r.txOpen, r.dirty, r.txBytes = false, false, 0
 	r.txRecords, r.txOutputs = 0, 0
 	r.engine.resolved.rollback()
 	for tp := range r.assigned {

@@ -297,7 +297,10 @@ func (c *Codec) schemaID(ctx context.Context, topic string, k kind) (uint32, err
 // wire format if it is 0 (the writer schema is fetched by id from the
 // registry once, then cached, and resolved against r's schema, so records of
 // older and newer schema versions decode). Unknown JSON fields are ignored;
-// enum symbols the reader does not know become "unknown".
+// enum symbols the reader does not know become "unknown". Strings must be
+// Unicode: invalid UTF-8 (in JSON also a \u escape of a lone surrogate) is
+// ErrMalformed, never turned into U+FFFD, so two different ids never read as
+// one.
 //
 // Every error is a *DecodeError; ErrorClass gives its class. Decode never
 // panics on any input, and rejects records larger than the codec's limit
@@ -337,6 +340,9 @@ func firstNonSpace(data []byte) byte {
 
 func (c *Codec) decodeJSON(data []byte, r Record) error {
 	reset(r)
+	if err := CheckJSONText(data); err != nil {
+		return decodeErr(ClassMalformedJSON, ErrMalformed, "%s: %v", SchemaName(r), err)
+	}
 	if validJSON(data) && decodeFastJSON(data, r) {
 		normalizeEnums(r)
 		return nil
@@ -388,6 +394,9 @@ func (c *Codec) decodeAvro(data []byte, r Record) error {
 	rd.Reset(nil)
 	c.avroReaders.Put(rd)
 	if err != nil {
+		return decodeErr(ClassMalformedAvro, ErrMalformed, "%s (schema id %d): %v", c.schemas[k].name, id, err)
+	}
+	if err := checkStrings(r); err != nil {
 		return decodeErr(ClassMalformedAvro, ErrMalformed, "%s (schema id %d): %v", c.schemas[k].name, id, err)
 	}
 	if err := checkAvroDocs(r); err != nil {

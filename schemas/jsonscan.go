@@ -79,6 +79,8 @@ func agentResponseField(s *jsonScan, key []byte, v *AgentResponse) bool {
 		return s.optDoc(&v.Answer)
 	case "produced_at":
 		return s.optInt(&v.ProducedAt)
+	case "tenant":
+		return s.optStr(&v.Tenant)
 	case "attempt":
 		var n *int64
 		if !s.optInt(&n) {

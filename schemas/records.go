@@ -80,6 +80,11 @@ type AgentResponse struct {
 	Total    *float64 `avro:"total" json:"total,omitempty"`
 	Partial  *JSON    `avro:"partial" json:"partial,omitempty"`
 	Sequence *int64   `avro:"sequence" json:"sequence,omitempty"`
+
+	// Tenant is the AgentRequest's tenant, echoed: "" for a request without
+	// one. Nil (an agent that does not echo it) pairs the response with the
+	// one pending intent of that id, if exactly one tenant has it.
+	Tenant *string `avro:"tenant" json:"tenant,omitempty"`
 }
 
 // IntentProgress is one progress update of a pending intent, published by the
@@ -190,13 +195,19 @@ type IntentResult struct {
 	ProgressCount *int64 `avro:"progress_count" json:"progress_count,omitempty"`
 }
 
-// ContextSnapshot holds the features of one entity at one time. Key: EntityID.
+// ContextSnapshot holds the features of one entity at one time. Key:
+// EntityID, or Tenant + "\x1f" + EntityID for an entity of a tenant
+// (intents.Scoped).
 type ContextSnapshot struct {
 	EntityID    string             `avro:"entity_id" json:"entity_id"`
 	SnapshotTs  int64              `avro:"snapshot_ts" json:"snapshot_ts"`
 	Version     int64              `avro:"version" json:"version"`
 	Features    map[string]float64 `avro:"features" json:"features"`
 	SourceTopic *string            `avro:"source_topic" json:"source_topic,omitempty"`
+	// Tenant whose namespace the entity is in; nil for none. Only that
+	// tenant's intents get the snapshot attached, and only its callers
+	// read it.
+	Tenant *string `avro:"tenant" json:"tenant,omitempty"`
 }
 
 // ContextStatus says how an intent's context snapshot stood when the router
@@ -216,7 +227,9 @@ func Ptr[T any](v T) *T { return &v }
 
 // PendingIntent is the durable state of one intent in the compacted pending
 // changelog, from its dispatch (ResolvedAt nil) through its resolution
-// (ResolvedAt set) until a tombstone after the dedup window. Key: IntentID.
+// (ResolvedAt set) until a tombstone after the dedup window. Key: IntentID,
+// or Tenant + "\x1f" + IntentID for an intent of a tenant (intents.Scoped),
+// written to the partition of the intent's request.
 type PendingIntent struct {
 	IntentID     string  `avro:"intent_id" json:"intent_id"`
 	IntentType   string  `avro:"intent_type" json:"intent_type"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/contexts"
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -55,9 +56,13 @@ feature changed beyond its threshold (contexts.publish.thresholds in the
 config; without one, any change counts), a feature was added or removed, or
 the last snapshot is older than contexts.publish.heartbeat. It prints what it
 decided as one JSON line. Routers attach the snapshot to the intents of types
-with context: attach whose context_ref is the entity.`, `  switchboard context publish --entity user-1 --features '{"clicks_5m": 3, "spend_1h": 42.5}'
+with context: attach whose context_ref is the entity, and whose tenant is
+--tenant (none: the intents without a tenant): entities are namespaced by
+tenant like intents.`, `  switchboard context publish --entity user-1 --features '{"clicks_5m": 3, "spend_1h": 42.5}'
+  switchboard context publish --tenant acme --entity user-1 --features '{"clicks_5m": 3}'
   switchboard context publish --config prod.yaml --entity card-9 --features '{"declines_1h": 1}'`, stderr)
-	entity := fs.String("entity", "", "the entity `id` (required): the snapshot's key and the context_ref intents use")
+	entity := fs.String("entity", "", "the entity `id` (required): the context_ref intents use")
+	tenant := fs.String("tenant", "", "the `tenant` whose entity it is (none: the entity is seen by intents without a tenant)")
 	features := fs.String("features", "", `the features, a JSON `+"`object`"+` of numbers, e.g. '{"clicks_5m": 3}' (required)`)
 	wait := fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
 	c := connFlags(fs)
@@ -72,6 +77,12 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 	fv, err := parseFeatures(*features)
 	if err != nil {
 		return fmt.Errorf("--features: %w", err)
+	}
+	if !intents.ValidLabel(*entity) {
+		return fmt.Errorf("--entity: %q is not an entity id: 1 to %d bytes of printable UTF-8 without spaces", *entity, intents.MaxLabelLen)
+	}
+	if *tenant != "" && !intents.ValidLabel(*tenant) {
+		return fmt.Errorf("--tenant: %q is not a valid tenant", *tenant)
 	}
 	cfg, err := c.load()
 	if err != nil {
@@ -91,11 +102,14 @@ with context: attach whose context_ref is the entity.`, `  switchboard context p
 		return err
 	}
 	defer closePub()
-	d, err := pub.Publish(ctx, *entity, fv)
+	d, err := pub.Publish(ctx, *tenant, *entity, fv)
 	if err != nil {
 		return fmt.Errorf("publishing to %s at %s: %w", cfg.Topics.ContextSnapshots, cfg.Kafka.BootstrapServers, err)
 	}
 	out := map[string]any{"entity_id": *entity, "published": d.Published, "reason": d.Reason}
+	if *tenant != "" {
+		out["tenant"] = *tenant
+	}
 	if len(d.Changed) > 0 {
 		out["changed"] = d.Changed
 	}
@@ -124,8 +138,8 @@ func seededPublisher(ctx context.Context, cfg *config.Config, codec *schemas.Cod
 		_ = stopStore()
 		return nil, nil, err
 	}
-	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(entity string) *schemas.ContextSnapshot {
-		e, _ := store.Get(entity)
+	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(tenant, entity string) *schemas.ContextSnapshot {
+		e, _ := store.Get(tenant, entity)
 		return e.Snapshot
 	}))
 	closeAll := func() {
@@ -211,6 +225,7 @@ or hopping windows. Example:
     aggregate:
       events_topic: events.clicks
       key_field: user_id
+      tenant_field: tenant           # optional: the entity's tenant (or tenant: acme for all)
       time_field: ts                 # unix ms or RFC 3339; omit for the record time
       allowed_lateness: 30s
       features:
@@ -266,7 +281,7 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 // engine's configuration and the event format.
 func aggregateConfig(ac *config.ContextAggregate) (contexts.AggregatorConfig, contexts.EventFormat) {
 	out := contexts.AggregatorConfig{AllowedLateness: ac.AllowedLateness.D()}
-	format := contexts.EventFormat{KeyField: ac.KeyField, TimeField: ac.TimeField}
+	format := contexts.EventFormat{KeyField: ac.KeyField, TenantField: ac.TenantField, Tenant: ac.Tenant, TimeField: ac.TimeField}
 	fields := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(ac.Features)) {
 		f := ac.Features[name]

@@ -106,6 +106,29 @@ log: {level: warn}
 		t.Fatalf("published %v; the agent received %v; the timeline says %v", d, got, tl)
 	}
 	t.Logf("agent received context %v; timeline %v", got, tl)
+
+	// Entities are namespaced by tenant (issue 13): acme's user-2 goes
+	// with acme's intents only; globex's intent naming it gets nothing,
+	// and so does the intent without a tenant.
+	if d := cli("context", "publish", "--tenant", "acme", "--entity", "user-2", "--features", `{"secret":7}`); d["published"] != true || d["tenant"] != "acme" {
+		t.Fatalf("publish for acme: %v", d)
+	}
+	eventually(t, "acme's fraud_check that received acme's snapshot", func() bool {
+		res = cli("send", "--tenant", "acme", "--type", "fraud_check", "--payload", `{"demo":{"delay_ms":0}}`, "--context-ref", "user-2", "--wait", "20s")
+		answer, _ := res["answer"].(map[string]any)
+		return res["outcome"] == "answered" && answer["context_status"] == "fresh"
+	})
+	for _, tenant := range []string{"globex", ""} {
+		args := []string{"send", "--type", "fraud_check", "--payload", `{"demo":{"delay_ms":0}}`, "--context-ref", "user-2", "--wait", "20s"}
+		if tenant != "" {
+			args = append(args, "--tenant", tenant)
+		}
+		res = cli(args...)
+		answer, _ := res["answer"].(map[string]any)
+		if res["outcome"] != "answered" || answer["context_status"] != "missing" || answer["context"] != nil {
+			t.Fatalf("tenant %q's intent naming acme's entity: %v", tenant, res)
+		}
+	}
 	cancel()
 	if code := <-served; code != 0 {
 		t.Fatalf("serve exited %d: %s", code, serveErr.String())

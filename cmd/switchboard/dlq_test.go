@@ -28,6 +28,8 @@ func TestDLQAndCancelUsage(t *testing.T) {
 		{[]string{"cancel", "--help"}, 0, "", "switchboard.control=cancel"},
 		{[]string{"cancel", "a", "b"}, 2, "", `unexpected argument "b"`},
 		{[]string{"cancel", "--reason", "x", "bad id"}, 1, "", `"bad id" is not a valid intent id`},
+		{[]string{"cancel", "--tenant", "a b", "i-1"}, 1, "", `--tenant: "a b" is not a valid tenant`},
+		{[]string{"cancel", "--help"}, 0, "", "without --tenant it cancels the intent ID that has no tenant"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -99,10 +99,10 @@ the result.`, `  switchboard send --type echo --payload '{"q":1}' --wait 5s
 	defer wcancel()
 	var res *schemas.IntentResult
 	if *follow {
-		res, err = client.Follow(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, cfg.Topics.Progress, req.IntentID, publish,
+		res, err = client.Follow(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, cfg.Topics.Progress, intents.TenantOf(req.Tenant), req.IntentID, publish,
 			func(p *schemas.IntentProgress) { fmt.Fprintln(stdout, progressLine(p)) })
 	} else {
-		res, err = client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, req.IntentID, publish)
+		res, err = client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, intents.TenantOf(req.Tenant), req.IntentID, publish)
 	}
 	if err != nil {
 		if errors.Is(err, client.ErrNoResult) || errors.Is(err, context.DeadlineExceeded) {

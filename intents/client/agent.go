@@ -52,11 +52,14 @@ var ErrCancelled = errors.New("client: intent cancelled")
 // Delivery to the agent is at most once: offsets are committed as requests
 // are read. Switchboard's timeouts and fallbacks cover a request lost that way.
 //
-// A cancel notice on the topic (header switchboard.control=cancel, see
-// intents.Cancel) cancels the context of the handler serving that intent,
-// with a cause wrapping ErrCancelled, and no response is sent for it
-// whatever the handler returns. A cancel for an intent not in hand is
-// ignored. The agent holds up to Concurrency intents being served and as
+// Intents are (tenant, intent_id): two tenants may use one id. The agent
+// echoes each request's tenant in its response (AgentResponse.tenant, ""
+// for a request without one), so that the router credits the answer to the
+// right tenant's intent. A cancel notice on the topic (header
+// switchboard.control=cancel, see intents.Cancel) cancels the context of the
+// handler serving the intent of the tenant and id it names, with a cause
+// wrapping ErrCancelled, and no response is sent for it whatever the
+// handler returns. A cancel for an intent not in hand is ignored. The agent holds up to Concurrency intents being served and as
 // many waiting for a slot; past that it stops reading its topic (and so
 // reads no cancel notice) until a slot frees. A slot frees once the
 // handler's response is handed to the producer: acknowledgements are
@@ -67,7 +70,7 @@ type Agent struct {
 	p   *kafkaio.Producer
 
 	mu     sync.Mutex
-	inHand map[string]map[*call]struct{} // by intent id
+	inHand map[string]map[*call]struct{} // by intents.Scoped(tenant, intent id)
 }
 
 // call is one request in hand: waiting for a slot or being served.
@@ -130,11 +133,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		callCtx, cancel := context.WithCancelCause(ctx)
-		c := a.track(req.IntentID, cancel)
+		key := intents.Scoped(intents.TenantOf(req.Tenant), req.IntentID)
+		c := a.track(key, cancel)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer a.untrack(req.IntentID, c)
+			defer a.untrack(key, c)
 			select {
 			case slots <- struct{}{}:
 				<-waiting
@@ -179,14 +183,15 @@ func (a *Agent) control(kind string, rec *router.Record) {
 	if c.Reason != "" {
 		cause = fmt.Errorf("%w: %s", ErrCancelled, c.Reason)
 	}
+	key := intents.Scoped(c.Tenant, c.IntentID)
 	a.mu.Lock()
-	n := len(a.inHand[c.IntentID])
-	for x := range a.inHand[c.IntentID] {
+	n := len(a.inHand[key])
+	for x := range a.inHand[key] {
 		x.cancel(cause)
 	}
 	a.mu.Unlock()
 	if n > 0 {
-		a.cfg.Logger.Info("agent: intent cancelled", "agent", a.cfg.Name, "intent_id", c.IntentID, "reason", c.Reason)
+		a.cfg.Logger.Info("agent: intent cancelled", "agent", a.cfg.Name, "intent_id", c.IntentID, "tenant", c.Tenant, "reason", c.Reason)
 	}
 }
 
@@ -221,7 +226,10 @@ func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 		return
 	}
 	now := a.cfg.Clock.Now().UnixMilli()
-	resp := &schemas.AgentResponse{RequestID: req.IntentID, Agent: a.cfg.Name, Status: schemas.StatusOK, ProducedAt: &now, Attempt: &req.Attempt}
+	resp := &schemas.AgentResponse{
+		RequestID: req.IntentID, Agent: a.cfg.Name, Status: schemas.StatusOK, ProducedAt: &now, Attempt: &req.Attempt,
+		Tenant: schemas.Ptr(intents.TenantOf(req.Tenant)),
+	}
 	if err != nil {
 		var r interface{ Retryable() bool }
 		resp.Status = schemas.StatusError

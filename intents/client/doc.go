@@ -7,5 +7,6 @@
 //
 // Agents in other languages need none of this: they read AgentRequest records
 // from their topic and write AgentResponse records, keyed by the intent id, to
-// the responses topic, in JSON or Avro (see README).
+// the responses topic, in JSON or Avro, echoing the request's tenant (see
+// README, "Writing an agent").
 package client

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -18,10 +19,10 @@ const followGrace = time.Second
 // Follow is Await that also reports the intent's progress: it reads the
 // results and the progress topics from their current ends, calls publish
 // once it is reading, calls onProgress with each progress record of
-// intentID in sequence order (each once), and returns the result after the
+// (tenant, intentID) in sequence order (each once), and returns the result after the
 // progress it counts (progress_count), or after followGrace if some of that
 // progress cannot be read. onProgress runs on Follow's goroutine.
-func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, progressTopic, intentID string,
+func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, progressTopic, tenant, intentID string,
 	publish func() error, onProgress func(*schemas.IntentProgress),
 ) (*schemas.IntentResult, error) {
 	var (
@@ -44,14 +45,14 @@ func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resul
 		}
 		if rec.Topic == progressTopic {
 			var p schemas.IntentProgress
-			if codec.Decode(rec.Value, &p) != nil || p.IntentID != intentID || p.Sequence <= last {
+			if codec.Decode(rec.Value, &p) != nil || p.IntentID != intentID || intents.TenantOf(p.Tenant) != tenant || p.Sequence <= last {
 				return nil
 			}
 			last = p.Sequence
 			onProgress(&p)
 		} else if res == nil {
 			var r schemas.IntentResult
-			if codec.Decode(rec.Value, &r) != nil || r.IntentID != intentID {
+			if codec.Decode(rec.Value, &r) != nil || r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
 				return nil
 			}
 			res = &r

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -93,6 +94,7 @@ func (r *reporter) send(ctx context.Context, u Update) error {
 		RequestID: r.req.IntentID, Agent: cfg.Name, Status: schemas.StatusProgress,
 		ProducedAt: &now, Attempt: &r.req.Attempt, Sequence: &seq,
 		Progress: u.Progress, Total: u.Total,
+		Tenant: schemas.Ptr(intents.TenantOf(r.req.Tenant)),
 	}
 	if u.Message != "" {
 		resp.Message = &u.Message

@@ -108,3 +108,26 @@ func TestProgressOutsideAndAfterTheHandler(t *testing.T) {
 		t.Fatalf("after the handler returned: %v", err)
 	}
 }
+
+// Progress echoes the request's tenant like the answer: the router pairs a
+// progress message by (tenant, id), and one without a tenant is ambiguous
+// while two tenants' intents of that id are with the agent.
+func TestProgressEchoesTheTenant(t *testing.T) {
+	b := newAgentBench(t)
+	b.run(client.WriterHandler("writer", nil))
+	v, err := b.codec.Encode(b.requests, &schemas.AgentRequest{
+		IntentID: "w-1", IntentType: "demo.write", Agent: "writer", Attempt: 1, Deadline: 1, Tenant: schemas.Ptr("acme"),
+		Payload: `{"text":"one two","words":2,"delay_ms":0}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.Send(b.ctx, b.requests, []byte("w-1"), v, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range b.responsesOf(3) {
+		if r.Tenant == nil || *r.Tenant != "acme" {
+			t.Fatalf("response %d (%s) names tenant %v, want acme", i+1, r.Status, r.Tenant)
+		}
+	}
+}

@@ -53,23 +53,27 @@ func (p *Publisher) PublishIntent(ctx context.Context, req *schemas.IntentReques
 	return p.Publish(ctx, req)
 }
 
-// Cancel publishes a cancel record for intentID to the requests topic (key
-// the id, header switchboard.control=cancel, value {"intent_id","reason"})
-// and returns once the broker acknowledged it. The router resolves the
-// intent `cancelled` if it is still pending, and ignores the record
-// otherwise. reason may be empty.
+// Cancel publishes a cancel record for intentID, an intent without a tenant,
+// to the requests topic (key the id, header switchboard.control=cancel,
+// value {"intent_id","reason"}) and returns once the broker acknowledged
+// it. The router resolves the intent `cancelled` if it is still pending,
+// and ignores the record otherwise. reason may be empty. An intent of a
+// tenant is cancelled with PublishCancel.
 func (p *Publisher) Cancel(ctx context.Context, intentID, reason string) error {
-	value, err := intents.MarshalCancel(intents.Cancel{IntentID: intentID, Reason: reason})
+	return p.PublishCancel(ctx, intents.Cancel{IntentID: intentID, Reason: reason})
+}
+
+// PublishCancel publishes c as a cancel record, tenant included: the router
+// cancels the intent of c.Tenant ("" for none) with c.IntentID, and no
+// other tenant's. It makes a Publisher an api.Publisher: the API sets
+// c.Tenant from the caller's credential.
+func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
+	value, err := intents.MarshalCancel(c)
 	if err != nil {
 		return err
 	}
 	headers := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
-	return p.p.Send(ctx, p.topic, []byte(intentID), value, headers, time.Time{})
-}
-
-// PublishCancel is Cancel; it makes a Publisher an api.Publisher.
-func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
-	return p.Cancel(ctx, c.IntentID, c.Reason)
+	return p.p.Send(ctx, p.topic, []byte(c.IntentID), value, headers, time.Time{})
 }
 
 // Close flushes and releases the producer.
@@ -79,9 +83,11 @@ func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
 var ErrNoResult = errors.New("client: no result before the deadline")
 
 // Await reads the results topic from its current end, calls publish once it
-// is reading (so the result cannot be missed), and returns the result of
-// intentID.
-func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, intentID string, publish func() error) (*schemas.IntentResult, error) {
+// is reading (so the result cannot be missed), and returns the result of the
+// intent (tenant, intentID), tenant "" for an intent without one: another
+// tenant's intent of the same id is another intent, and its result is not
+// this one's.
+func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resultsTopic, tenant, intentID string, publish func() error) (*schemas.IntentResult, error) {
 	var (
 		res     *schemas.IntentResult
 		pubErr  error
@@ -99,7 +105,7 @@ func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, result
 			return nil
 		}
 		var r schemas.IntentResult
-		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID {
+		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
 			return nil
 		}
 		res = &r

@@ -219,6 +219,16 @@ type Router struct {
 	// MaxPending bounds the intents in flight; at the bound the router pauses
 	// fetching requests. Default 1,000,000.
 	MaxPending int `yaml:"max_pending"`
+	// MaxPendingBytes bounds the bytes pending intents hold (payloads and
+	// their other fields); at the bound the router pauses fetching requests,
+	// as at MaxPending. Default 256 MiB.
+	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
+	// MaxPendingBytesPerTenant bounds one tenant's: a tenant's new intent
+	// that would pass it resolves shed at once (error code tenant_budget),
+	// so that one tenant cannot pause the others. Intents without a tenant
+	// answer to MaxPendingBytes only. Default 64 MiB, at most
+	// MaxPendingBytes.
+	MaxPendingBytesPerTenant int64 `yaml:"max_pending_bytes_per_tenant"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore
 	// duplicate requests and to tell late responses from unknown ones.
 	// Default 10m.

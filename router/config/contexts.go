@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/intents"
 )
 
 // Contexts configures per-entity context: how long a snapshot counts as
@@ -49,6 +51,12 @@ type ContextAggregate struct {
 	// KeyField is the event field naming the entity (required); a dotted
 	// path reaches into nested objects ("user.id").
 	KeyField string `yaml:"key_field"`
+	// TenantField is the event field naming the tenant whose entity it is
+	// (entities are namespaced by tenant, like intents); empty: Tenant.
+	TenantField string `yaml:"tenant_field"`
+	// Tenant is the tenant of every event's entity when TenantField is
+	// empty; empty: none (the entities intents without a tenant see).
+	Tenant string `yaml:"tenant"`
 	// TimeField is the event field holding the event time, unix milliseconds
 	// or an RFC 3339 string; empty uses the record timestamp.
 	TimeField string `yaml:"time_field"`
@@ -149,6 +157,11 @@ func (c *Config) validateContexts(add func(msg string, path ...string)) {
 	}
 	if a.KeyField == "" {
 		add("required: the event field naming the entity, e.g. user_id", "contexts", "aggregate", "key_field")
+	}
+	if a.TenantField != "" && a.Tenant != "" {
+		add("give tenant_field or tenant, not both", "contexts", "aggregate", "tenant")
+	} else if a.Tenant != "" && !intents.ValidLabel(a.Tenant) {
+		add(fmt.Sprintf("%q is not a tenant: 1 to %d bytes of printable UTF-8 without spaces", a.Tenant, intents.MaxLabelLen), "contexts", "aggregate", "tenant")
 	}
 	if len(a.Features) == 0 {
 		add("no features: add one, e.g. clicks_5m: {op: count, window: 5m}", "contexts", "aggregate", "features")

@@ -24,6 +24,7 @@ contexts:
   aggregate:
     events_topic: events.clicks
     key_field: user.id
+    tenant_field: org
     time_field: ts
     allowed_lateness: 30s
     features:
@@ -49,7 +50,7 @@ func TestContextsConfig(t *testing.T) {
 		t.Errorf("publish = %+v", p)
 	}
 	a := c.Contexts.Aggregate
-	if a == nil || a.KeyField != "user.id" || a.AllowedLateness.D() != 30*time.Second {
+	if a == nil || a.KeyField != "user.id" || a.TenantField != "org" || a.AllowedLateness.D() != 30*time.Second {
 		t.Fatalf("aggregate = %+v", a)
 	}
 	if f := a.Features["clicks_5m"]; f.Hop != f.Window {
@@ -84,6 +85,8 @@ func TestContextsConfigErrors(t *testing.T) {
 		{"hop longer", agg + "      n: {op: count, window: 1m, hop: 2m}\n", `contexts.aggregate.features.n.hop: 2m0s is longer than the window`},
 		{"hop not a divisor", agg + "      n: {op: count, window: 1m, hop: 25s}\n", `contexts.aggregate.features.n.hop: the window 1m0s must be a whole number of hops`},
 		{"too many windows", agg + "      n: {op: count, window: 1h, hop: 1s}\n", `contexts.aggregate.features.n.hop: 1h0m0s windows every 1s: an event would count in 3600 windows, at most 1000`},
+		{"tenant and tenant field", base + "contexts:\n  aggregate:\n    events_topic: ev\n    key_field: k\n    tenant_field: org\n    tenant: acme\n    features: {n: {op: count, window: 1m}}\n", `sb.yaml:9: contexts.aggregate.tenant: give tenant_field or tenant, not both`},
+		{"bad tenant", base + "contexts:\n  aggregate:\n    events_topic: ev\n    key_field: k\n    tenant: a b\n    features: {n: {op: count, window: 1m}}\n", `sb.yaml:8: contexts.aggregate.tenant: "a b" is not a tenant`},
 		{"unknown key", base + "contexts:\n  maxage: 1s\n", `sb.yaml:5: contexts.maxage: unknown key "maxage"`},
 	}
 	for _, tc := range cases {

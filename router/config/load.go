@@ -227,6 +227,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
 	c.setHTTPDefaults()
+	c.setBudgetDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -386,6 +387,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		add("must be at least 1s", "router", "lag_interval")
 	}
 	c.validatePressure(add)
+	c.validateBudget(add)
 	c.validateContexts(add)
 	c.validateProgress(add)
 	switch c.Log.Level {

@@ -43,6 +43,7 @@ func run(t *testing.T, bootstrap string) {
 			t.Run("cancel_resolves_and_notifies", e.cancel)
 			t.Run("retryable_error_is_retried", e.retried)
 			t.Run("misrouted_request_is_moved", e.misrouted)
+			t.Run("id_squatting_across_tenants", e.idSquatting)
 		})
 	}
 }
@@ -597,5 +598,49 @@ func (e *env) retried(t *testing.T) {
 	e.respond(req.IntentID, "echo", `{"ok":2}`, e.codec.Encoding())
 	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeAnswered || res.Attempts != 2 {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// idSquatting: an intent's identity is (tenant, intent_id). globex posts an
+// id first, of a type nobody serves, and is rejected; acme's intent with
+// that id is not a duplicate: it is dispatched with acme's tenant, and the
+// response that names acme answers it. Each tenant has one result.
+func (e *env) idSquatting(t *testing.T) {
+	e = e.on(t)
+	id := "squat-" + randomHex(6)
+	globex, acme := "globex", "acme"
+	dups := gather(e.reg, "switchboard_intents_duplicate_total")
+	e.publish(&schemas.IntentRequest{IntentID: id, IntentType: "no_such_type", Payload: "{}", Tenant: &globex}, time.Time{})
+	e.publish(&schemas.IntentRequest{IntentID: id, IntentType: "echo", Payload: `{"who":"acme"}`, Tenant: &acme}, time.Time{})
+	ar := e.dispatched("echo", id)
+	if ar.Tenant == nil || *ar.Tenant != acme {
+		t.Fatalf("dispatched %+v", ar)
+	}
+	a := schemas.JSON(`{"to":"acme"}`)
+	v, err := e.codec.Encode(e.cfg.Topics.Responses, &schemas.AgentResponse{RequestID: id, Agent: "echo", Status: schemas.StatusOK, Answer: &a, Tenant: &acme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.Send(e.ctx, e.cfg.Topics.Responses, []byte(id), v, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	of := func(tenant string) *schemas.IntentResult {
+		var res schemas.IntentResult
+		e.await(e.results, id, func(r *router.Record) bool {
+			return e.codec.Decode(r.Value, &res) == nil && res.Tenant != nil && *res.Tenant == tenant
+		})
+		return &res
+	}
+	if res := of(globex); res.Outcome != schemas.OutcomeRejected {
+		t.Fatalf("globex: %+v", res)
+	}
+	if res := of(acme); res.Outcome != schemas.OutcomeAnswered || string(*res.Answer) != `{"to":"acme"}` {
+		t.Fatalf("acme: %+v", res)
+	}
+	if n := e.results.count(id); n != 2 {
+		t.Fatalf("%d results for the id, want one per tenant", n)
+	}
+	if got := gather(e.reg, "switchboard_intents_duplicate_total"); got != dups {
+		t.Fatalf("duplicates counted: %v", got)
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // HeaderReplayedFrom marks a record put back by Replay with where it was in
-// the dead-letter topic: "<topic>/<partition>/<offset>".
-const HeaderReplayedFrom = "switchboard.replayed.from"
+// the dead-letter topic: "<topic>/<partition>/<offset>". The router serves a
+// replayed request whose intent was rejected (see router.HeaderReplayedFrom).
+const HeaderReplayedFrom = router.HeaderReplayedFrom
 
 // Letter is one record of the dead-letter topic, with its dead-letter
 // headers decoded. OriginalPartition and OriginalOffset are -1 when the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/contexts"
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -30,7 +31,8 @@ func (r SnapshotReader) ReadSnapshots(ctx context.Context, apply func(key, value
 }
 
 // SnapshotSender produces context snapshots to the snapshot topic, keyed by
-// entity id, for a contexts.Publisher. It is safe for concurrent use.
+// contexts.SnapshotKey (the entity id, or tenant and entity id), for a
+// contexts.Publisher. It is safe for concurrent use.
 type SnapshotSender struct {
 	p     *Producer
 	codec *schemas.Codec
@@ -55,7 +57,8 @@ func (k *SnapshotSender) SendSnapshot(ctx context.Context, snap *schemas.Context
 	if err != nil {
 		return fmt.Errorf("kafkaio: encoding the snapshot of %s: %w", snap.EntityID, err)
 	}
-	return k.p.Send(ctx, k.topic, []byte(snap.EntityID), value, nil, time.UnixMilli(snap.SnapshotTs))
+	key := contexts.SnapshotKey(intents.TenantOf(snap.Tenant), snap.EntityID)
+	return k.p.Send(ctx, k.topic, []byte(key), value, nil, time.UnixMilli(snap.SnapshotTs))
 }
 
 // Close flushes and releases the producer.

@@ -22,7 +22,7 @@ var _ router.Restorer = (*Changelog)(nil)
 // Restore implements router.Restorer: it reads the partitions from their
 // beginning to their end (read_committed), keeps the last value of each key
 // and drops keys whose last record is a tombstone.
-func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32][]*schemas.PendingIntent, error) {
+func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32][]router.PendingRecord, error) {
 	live := map[int32]map[string]*schemas.PendingIntent{}
 	err := readToEnd(ctx, c.Settings, c.Topic, partitions, func(m *kafka.Message) {
 		p := m.TopicPartition.Partition
@@ -43,10 +43,10 @@ func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32]
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int32][]*schemas.PendingIntent, len(live))
+	out := make(map[int32][]router.PendingRecord, len(live))
 	for p, m := range live {
-		for _, pi := range m {
-			out[p] = append(out[p], pi)
+		for key, pi := range m {
+			out[p] = append(out[p], router.PendingRecord{Key: key, Intent: pi})
 		}
 	}
 	return out, nil

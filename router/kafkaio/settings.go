@@ -83,6 +83,24 @@ var producerSettings = kafka.ConfigMap{
 	"go.delivery.report.fields": "none",
 }
 
+// routerProducerSettings are the router's producers' (Sink, TxSink):
+// producerSettings, and a bound on what librdkafka queues unacknowledged
+// (queue.buffering.max.kbytes, 1 GiB by default) unless kafka.properties
+// sets one: 128 MiB, some sixty intents of 1 MiB (a dispatch and a
+// changelog record each) on their way to a slow broker. A full queue makes
+// Produce wait up to a second for room, then fail (the router's delivery
+// failure handling takes over).
+func routerProducerSettings(s Settings) kafka.ConfigMap {
+	m := kafka.ConfigMap{}
+	for k, v := range producerSettings {
+		m[k] = v
+	}
+	if _, set := s.Properties["queue.buffering.max.kbytes"]; !set {
+		m["queue.buffering.max.kbytes"] = 128 << 10
+	}
+	return m
+}
+
 // newConsumer creates a consumer with the pass-through consumer properties
 // and the caller's owned settings; what names it in the error ("consumer",
 // "restore consumer").

@@ -47,3 +47,32 @@ func TestAdminClientsGetNoConsumerProperties(t *testing.T) {
 		t.Errorf("an admin client lost a shared property: %v", *a)
 	}
 }
+
+// The router's clients bound what librdkafka buffers (prefetched records,
+// unacknowledged outputs), unless kafka.properties sets the same keys.
+func TestRouterClientsBoundTheirBuffers(t *testing.T) {
+	c := sourceConfig(Settings{Bootstrap: "b:1"}, "g", SourceOptions{})
+	if c["queued.max.messages.kbytes"] != 16<<10 || c["fetch.max.bytes"] != 16<<20 {
+		t.Fatalf("consumer buffers: %v", c)
+	}
+	mine := Settings{Bootstrap: "b:1", Properties: map[string]string{"queued.max.messages.kbytes": "1024", "queue.buffering.max.kbytes": "2048"}}
+	if _, set := sourceConfig(mine, "g", SourceOptions{})["queued.max.messages.kbytes"]; set {
+		t.Fatal("the router overrode kafka.properties' queued.max.messages.kbytes")
+	}
+	if routerProducerSettings(Settings{})["queue.buffering.max.kbytes"] != 128<<10 {
+		t.Fatal("the router's producer queue is not bounded")
+	}
+	if _, set := routerProducerSettings(mine)["queue.buffering.max.kbytes"]; set {
+		t.Fatal("the router overrode kafka.properties' queue.buffering.max.kbytes")
+	}
+	// And librdkafka takes them.
+	cm, err := mine.configMapFor("consumer", sourceConfig(Settings{Bootstrap: "b:1"}, "g", SourceOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer, err := kafka.NewConsumer(cm)
+	if err != nil {
+		t.Fatalf("librdkafka refuses the consumer's buffers: %v", err)
+	}
+	_ = consumer.Close()
+}

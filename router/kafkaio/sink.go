@@ -27,7 +27,7 @@ var _ router.Sink = (*Sink)(nil)
 
 // NewSink creates the producer. flushTimeout bounds Close.
 func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
-	cm, err := s.configMapFor("producer", producerSettings)
+	cm, err := s.configMapFor("producer", routerProducerSettings(s))
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,32 @@ type SourceOptions struct {
 
 // NewSource joins groupID and subscribes to topics.
 func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*Source, error) {
+	c, err := newConsumer(s, "consumer", sourceConfig(s, groupID, o))
+	if err != nil {
+		return nil, err
+	}
+	src := &Source{c: c, stats: s.Stats}
+	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
+	}
+	return src, nil
+}
+
+// sourceBuffers bound what librdkafka prefetches for the router, unless
+// kafka.properties says otherwise: by default it queues up to 64 MiB
+// (queued.max.messages.kbytes) and fetches up to 50 MB at once
+// (fetch.max.bytes), which with records of 1 MiB is memory the pending
+// table's byte budget does not see. 16 MiB keeps a dozen such records ready
+// for the loop.
+var sourceBuffers = kafka.ConfigMap{
+	"queued.max.messages.kbytes": 16 << 10,
+	"fetch.max.bytes":            16 << 20,
+}
+
+// sourceConfig is the router consumer's configuration (besides the
+// pass-through properties).
+func sourceConfig(s Settings, groupID string, o SourceOptions) kafka.ConfigMap {
 	owned := kafka.ConfigMap{
 		"group.id":                      groupID,
 		"partition.assignment.strategy": "range",
@@ -63,16 +89,12 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 		}
 		owned["statistics.interval.ms"] = ms
 	}
-	c, err := newConsumer(s, "consumer", owned)
-	if err != nil {
-		return nil, err
+	for k, v := range sourceBuffers {
+		if _, set := s.Properties[k]; !set {
+			owned[k] = v
+		}
 	}
-	src := &Source{c: c, stats: s.Stats}
-	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
-	}
-	return src, nil
+	return owned
 }
 
 // rebalance runs inside Poll. It lets the client assign or revoke as usual

@@ -89,7 +89,7 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 		owned["retry.backoff.ms"] = txRetryBackoffMs
 		owned["retry.backoff.max.ms"] = txRetryBackoffMaxMs
 	}
-	for key, v := range producerSettings {
+	for key, v := range routerProducerSettings(k.settings) {
 		owned[key] = v
 	}
 	cm, err := k.settings.configMapFor("producer", owned)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -28,19 +29,22 @@ func NewContexts(clock clockwork.Clock) *Contexts {
 	return &Contexts{clock: clock, snaps: map[string]*schemas.ContextSnapshot{}}
 }
 
-// Put holds s for its entity, replacing what was held.
+// Put holds s for its entity (in its tenant's namespace), replacing what was
+// held.
 func (c *Contexts) Put(s *schemas.ContextSnapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snaps[s.EntityID] = s
+	c.snaps[intents.Scoped(intents.TenantOf(s.Tenant), s.EntityID)] = s
 }
 
-// Lookup implements router.ContextLookup.
-func (c *Contexts) Lookup(entity string, maxAge time.Duration) (*schemas.ContextSnapshot, schemas.ContextStatus) {
+// Lookup implements router.ContextLookup. It records the entity looked up,
+// as intents.Scoped(tenant, entity).
+func (c *Contexts) Lookup(tenant, entity string, maxAge time.Duration) (*schemas.ContextSnapshot, schemas.ContextStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lookups = append(c.lookups, entity)
-	s := c.snaps[entity]
+	key := intents.Scoped(tenant, entity)
+	c.lookups = append(c.lookups, key)
+	s := c.snaps[key]
 	switch {
 	case s == nil:
 		return nil, schemas.ContextMissing

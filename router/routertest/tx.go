@@ -209,37 +209,45 @@ type Restorer struct {
 
 var _ router.Restorer = (*Restorer)(nil)
 
-// Restore implements router.Restorer.
-func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]*schemas.PendingIntent, error) {
+// Restore implements router.Restorer. An output's partition is the one it
+// was written to, or, without one, the murmur2 hash of its key.
+func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]router.PendingRecord, error) {
 	want := map[int32]bool{}
 	for _, p := range partitions {
 		want[p] = true
 	}
-	live := map[string]*schemas.PendingIntent{}
-	var order []string
+	type slot struct {
+		part int32
+		key  string
+	}
+	live := map[slot]*schemas.PendingIntent{}
+	var order []slot
 	for _, o := range r.Sink.Outputs(r.Topic) {
-		if !want[router.PartitionFor(o.Key, r.Partitions)] {
+		at := slot{router.PartitionFor(o.Key, r.Partitions), string(o.Key)}
+		if o.Partition != nil {
+			at.part = *o.Partition
+		}
+		if !want[at.part] {
 			continue
 		}
-		id := string(o.Key)
 		if o.Value == nil {
-			delete(live, id)
+			delete(live, at)
 			continue
 		}
 		var pi schemas.PendingIntent
 		if err := r.Codec.Decode(o.Value, &pi); err != nil {
 			return nil, err
 		}
-		if _, seen := live[id]; !seen {
-			order = append(order, id)
+		if _, seen := live[at]; !seen {
+			order = append(order, at)
 		}
-		live[id] = &pi
+		live[at] = &pi
 	}
-	out := map[int32][]*schemas.PendingIntent{}
-	for _, id := range order {
-		if pi, ok := live[id]; ok {
-			p := router.PartitionFor([]byte(id), r.Partitions)
-			out[p] = append(out[p], pi)
+	out := map[int32][]router.PendingRecord{}
+	for _, at := range order {
+		if pi, ok := live[at]; ok {
+			out[at.part] = append(out[at.part], router.PendingRecord{Key: at.key, Intent: pi})
+			delete(live, at)
 		}
 	}
 	return out, nil

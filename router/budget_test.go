@@ -1,0 +1,148 @@
+package router_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/routertest"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// large is a payload of about 900 KB.
+var large = `{"blob":"` + strings.Repeat("x", 900_000) + `"}`
+
+// A tenant whose pending intents hold its byte budget has its next intent
+// shed at once (tenant_budget), while other tenants' and tenant-less
+// intents are served; once one of its intents resolves, it is served again.
+func TestTenantOverItsByteBudgetIsShed(t *testing.T) { both(t, testTenantOverItsByteBudgetIsShed) }
+
+func testTenantOverItsByteBudgetIsShed(t *testing.T, delivery string) {
+	h := start(t, strings.Replace(testConfig, "router:\n  max_pending: 3\n", "router:\n  max_pending_bytes: 8000000\n  max_pending_bytes_per_tenant: 2097152\n", 1), delivery)
+	h.request("a-1", "echo", large, tenantIs("acme"))
+	h.request("a-2", "echo", large, tenantIs("acme"))
+	h.request("a-3", "echo", large, tenantIs("acme"))
+	res := h.result(1)
+	if res.IntentID != "a-3" || res.Outcome != schemas.OutcomeShed || res.Error == nil || res.Error.Code != router.CodeTenantBudget {
+		t.Fatalf("acme's third intent: %+v", res)
+	}
+	h.request("g-1", "echo", large, tenantIs("globex"))
+	h.request("n-1", "echo", large)
+	h.request("n-2", "echo", large)
+	for n := 1; n <= 5; n++ {
+		h.wait(echoTopic, n)
+	}
+	if got := h.counter("switchboard_intents_tenant_budget_shed_total"); got != 1 {
+		t.Fatalf("shed for the budget: %v", got)
+	}
+	h.answer("a-1", "echo", `{}`)
+	h.wait(results, 2)
+	h.request("a-4", "echo", large, tenantIs("acme"))
+	if ar := h.agentRequest(echoTopic, 6); ar.IntentID != "a-4" {
+		t.Fatalf("dispatched %s, want acme's a-4 once a-1 resolved", ar.IntentID)
+	}
+	if got := h.counter("switchboard_intents_tenant_budget_shed_total"); got != 1 {
+		t.Fatalf("shed for the budget: %v", got)
+	}
+}
+
+// At router.max_pending_bytes the requests partitions pause at once (not a
+// tick later), and resume once the pending intents hold less than 90% of
+// it; responses keep flowing meanwhile.
+func TestPendingBytesBoundPausesRequests(t *testing.T) {
+	h := start(t, strings.Replace(testConfig, "router:\n  max_pending: 3\n", "router:\n  max_pending_bytes: 2500000\n  max_pending_bytes_per_tenant: 2500000\n", 1), "at_least_once")
+	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
+	h.request("b-1", "echo", large)
+	h.request("b-2", "echo", large)
+	h.wait(echoTopic, 2)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
+		t.Fatal(err)
+	}
+	h.request("b-3", "echo", large)
+	h.wait(echoTopic, 3)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) && !s.Paused(respTP) }); err != nil {
+		t.Fatal("about 2.7 MB pending of a 2.5 MB budget: requests not paused (or responses paused too)")
+	}
+	if got := h.counter("switchboard_intents_pending_bytes"); got != 0 {
+		t.Fatalf("the gauge moved before a tick: %v", got)
+	}
+	h.advance(5 * time.Millisecond)
+	h.settle()
+	if got := h.counter("switchboard_intents_pending_bytes"); got < 2_700_000 || got > 2_800_000 {
+		t.Fatalf("pending bytes gauge %v, want about 3 x 900 KB", got)
+	}
+	h.answer("b-1", "echo", `{}`)
+	h.wait(results, 1)
+	h.advance(5 * time.Millisecond) // 1.8 MB: below 90%
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not resumed below 90% of the budget")
+	}
+}
+
+// Records on their way from the poll goroutine to the event loop are
+// bounded by bytes too: while the loop is held, large requests wait in
+// Kafka (every partition paused) rather than in the router's queue.
+func TestPollQueueIsBoundedByBytes(t *testing.T) {
+	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "at_least_once", router.WithQueueBytes(2_000_000))
+	reqTP := router.TopicPartition{Topic: requests}
+	waiting := h.sink.Block()
+	t.Cleanup(h.sink.Unblock)       // before the harness stops the router, if the test fails early
+	h.request("q-1", "echo", large) // the loop holds this one
+	<-waiting
+	h.request("q-2", "echo", large)
+	h.request("q-3", "echo", large) // past 2 MB queued: a backlog, and a pause
+	h.request("q-4", "echo", large)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) && s.Pending() == 0 }); err != nil {
+		t.Fatal("the poll goroutine did not pause with 2 MB of records queued for a held loop")
+	}
+	h.sink.Unblock()
+	for n := 1; n <= 4; n++ {
+		h.wait(echoTopic, n)
+	}
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return !s.Paused(reqTP) }); err != nil {
+		t.Fatal("not resumed once the loop caught up")
+	}
+}
+
+// An exactly_once transaction is bounded by bytes: a backlog of large
+// intents, taken in one wake-up (group commit), is committed after every
+// 16 MiB of outputs rather than as one transaction, so that no transaction
+// holds hundreds of MB (whose flush on a loaded host outlived
+// transaction.timeout.ms and had the producer fenced).
+func TestLargeTransactionsCommitEarly(t *testing.T) {
+	// A bound of 1 MiB and intents of 100 KB keep the test quick under -race.
+	defer router.SetMaxTxBytes(1 << 20)()
+	payload := `{"blob":"` + strings.Repeat("x", 100_000) + `"}`
+	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "exactly_once", router.WithCommitClock(clockwork.NewFakeClock()))
+	blocked := h.tx.BlockCommits()
+	t.Cleanup(h.tx.UnblockCommits) // before the router's stop, which commits
+	h.request("big-0", "echo", payload)
+	select {
+	case <-blocked:
+	case <-h.ctx.Done():
+		t.Fatal("the first intent's transaction was never committed")
+	}
+	const queued = 12
+	for i := 1; i <= queued; i++ {
+		h.request(fmt.Sprintf("big-%d", i), "echo", payload)
+	}
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	h.tx.UnblockCommits()
+	h.wait(echoTopic, queued+1)
+	// About 200 KB of outputs per intent (a dispatch and a changelog
+	// record): the sixth of a transaction passes 1 MiB and commits it, so
+	// no transaction holds more than 12 outputs; without the bound the
+	// backlog is one transaction of 24.
+	b := h.tx.Batches()
+	for _, n := range b {
+		if n > 12 {
+			t.Fatalf("committed transactions held %v outputs: one past 1 MiB (12)", b)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package router
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// reject dead-letters a request and, when its id is readable, resolves it
+// rejected so the caller hears why: once. The id is the request's, else the
+// record's key; the tenant is the request's when it is a valid one, else
+// none. An intent of that key that is pending or was resolved within the
+// dedup window keeps its one result: the record is a duplicate.
+func (e *engine) reject(rec *Record, t *track, class string, cause error, req *schemas.IntentRequest, nowMs int64) {
+	e.deadLetter(rec, t, class, cause)
+	id := ""
+	if req != nil && validID(req.IntentID) {
+		id = req.IntentID
+	} else if validID(string(rec.Key)) {
+		id = string(rec.Key)
+	}
+	if id == "" {
+		return
+	}
+	var tenant *string
+	if req != nil && req.Tenant != nil && intents.ValidLabel(*req.Tenant) {
+		tenant = req.Tenant
+	}
+	key := intentKey(tenant, id)
+	if e.known(key) {
+		e.m.dupIntents.Inc()
+		return
+	}
+	r := e.unknown
+	p := &pending{id: id, key: key, logKey: key, route: r, partition: rec.Partition, recordTs: rec.TimestampMs, receivedAt: nowMs, tenant: tenant}
+	if req != nil {
+		if known := e.routes[req.IntentType]; known != nil {
+			p.route = known
+		} else if intents.ValidName(req.IntentType) {
+			p.route = &route{name: req.IntentType, m: r.m}
+		}
+		p.sessionID, p.traceparent = req.SessionID, req.Traceparent
+	}
+	e.resolve(p, schemas.OutcomeRejected, nil, &schemas.ErrorInfo{Code: class, Message: cause.Error()}, 0, nowMs, t)
+}
+
+// deadLetter copies a record to the dead-letter topic with where it came from
+// and why.
+func (e *engine) deadLetter(rec *Record, t *track, class string, cause error) {
+	msg := cause.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	h := make([]Header, 0, len(rec.Headers)+5)
+	h = append(h, rec.Headers...)
+	h = append(h,
+		Header{HeaderOriginalTopic, []byte(rec.Topic)},
+		Header{HeaderOriginalPartition, strconv.AppendInt(nil, int64(rec.Partition), 10)},
+		Header{HeaderOriginalOffset, strconv.AppendInt(nil, rec.Offset, 10)},
+		Header{HeaderErrorClass, []byte(class)},
+		Header{HeaderErrorMessage, []byte(msg)},
+	)
+	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	e.m.deadLettered.WithLabelValues(rec.Topic, class).Inc()
+	e.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "class", class, "error", msg)
+}
+
+func (e *engine) encodeFailed(t *track, err error) {
+	e.failed(fmt.Errorf("router: encoding an output: %w", err))
+	if t != nil {
+		t.failed = true
+	}
+}
