@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -50,7 +51,7 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 	if c.Tenant != "" && (p.tenant == nil || *p.tenant != c.Tenant) {
 		// Another tenant's intent: left alone, as if unknown.
 		e.m.cancels.WithLabelValues("forbidden").Inc()
-		e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", p.id, "cancel_tenant", c.Tenant)
+		e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", p.id, "trace_id", telemetry.TraceID(p.traceparent), "cancel_tenant", c.Tenant)
 		return
 	}
 	c.Tenant = "" // the agent's notice does not need it

@@ -1,6 +1,10 @@
 package router_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -190,4 +195,36 @@ func TestTracingOffPassesTheTraceparentThrough(t *testing.T) {
 	if res := h.result(1); res.Timeline.TraceID == nil || *res.Timeline.TraceID != callerTrace {
 		t.Fatalf("trace_id %v", res.Timeline.TraceID)
 	}
+}
+
+// Log lines about an intent name its trace.
+func TestLogLinesAboutAnIntentNameItsTrace(t *testing.T) {
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	h := start(t, testConfig, config.AtLeastOnce, router.WithLogger(log))
+	acme := "acme"
+	h.request("t-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.Tenant, r.Traceparent = &acme, schemas.Ptr(callerTP) })
+	h.wait(echoTopic, 1)
+	h.cancelRecord("t-1", []byte(`{"intent_id":"t-1","tenant":"globex"}`))
+	h.settle()
+	if out := buf.String(); !strings.Contains(out, `"msg":"cancel refused: the intent belongs to another tenant","intent_id":"t-1","trace_id":"`+callerTrace+`"`) {
+		t.Fatalf("log:\n%s\nwant the refused cancel's line with the trace id", out)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
