@@ -223,11 +223,17 @@ func (tr *intentTracer) resolved(p *pending, outcome schemas.Outcome, nowMs int6
 }
 
 // traceIDOf is the timeline's trace_id: the trace id of p's traceparent.
+// An intent without one costs nothing (the id escapes, so it is checked
+// before it is declared).
 func traceIDOf(p *pending) *string {
-	if id := telemetry.TraceID(p.traceparent); id != "" {
-		return &id
+	if p.traceparent == nil {
+		return nil
 	}
-	return nil
+	id := telemetry.TraceID(p.traceparent)
+	if id == "" {
+		return nil
+	}
+	return &id
 }
 
 // traceparentOf reads a record's traceparent header.
