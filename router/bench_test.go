@@ -83,9 +83,11 @@ func benchmarkEventLoop(b *testing.B, opts ...router.Option) {
 			}
 			src := routertest.NewSource()
 			sink := newCountingSink(d == config.ExactlyOnce)
-			r, err := router.New(cfg, codec, src, sink, append([]router.Option{router.WithClock(clockwork.NewFakeClockAt(t0)),
+			r, err := router.New(cfg, codec, src, sink, append([]router.Option{
+				router.WithClock(clockwork.NewFakeClockAt(t0)),
 				router.WithCommitClock(clockwork.NewRealClock()), router.WithRegisterer(prometheus.NewRegistry()),
-				router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
+				router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+			}, opts...)...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -52,7 +52,7 @@ func one(t *testing.T, m map[string][]tracetest.SpanStub, name string) tracetest
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -80,13 +80,17 @@ func testTracingAnswered(t *testing.T, delivery string) {
 
 	h.advance(40 * time.Millisecond)
 	produced := h.clock.Now().UnixMilli() - 10
-	v, err := h.codec.Encode(responses, &schemas.AgentResponse{RequestID: "i-1", Agent: "echo", Status: schemas.StatusOK,
-		Answer: schemas.Ptr(schemas.JSON(`{}`)), ProducedAt: &produced})
+	v, err := h.codec.Encode(responses, &schemas.AgentResponse{
+		RequestID: "i-1", Agent: "echo", Status: schemas.StatusOK,
+		Answer: schemas.Ptr(schemas.JSON(`{}`)), ProducedAt: &produced,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.src.Push(&router.Record{Topic: responses, Key: []byte("i-1"), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
-		Headers: []router.Header{{Key: router.HeaderTraceparent, Value: []byte(agentTP)}}})
+	h.src.Push(&router.Record{
+		Topic: responses, Key: []byte("i-1"), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
+		Headers: []router.Header{{Key: router.HeaderTraceparent, Value: []byte(agentTP)}},
+	})
 	res := h.result(1)
 	if res.Timeline.TraceID == nil || *res.Timeline.TraceID != callerTrace {
 		t.Fatalf("timeline trace_id %v, want %s", res.Timeline.TraceID, callerTrace)

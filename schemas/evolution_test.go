@@ -223,8 +223,10 @@ func TestEvolutionTimelineTraceID(t *testing.T) {
 	b := writeWith(t, fake, "mcp.intent.result-value", old, map[string]any{
 		"intent_id": "i-1", "intent_type": "t", "agent": "a", "outcome": "answered", "answer": nil, "error": nil,
 		"session_id": nil, "tenant": nil, "attempts": int32(1), "progress_count": nil,
-		"timeline": map[string]any{"received_at": int64(1), "dispatched_at": nil, "answered_at": nil,
-			"resolved_at": int64(2), "deadline": int64(3), "context_version": nil, "context_ts": nil},
+		"timeline": map[string]any{
+			"received_at": int64(1), "dispatched_at": nil, "answered_at": nil,
+			"resolved_at": int64(2), "deadline": int64(3), "context_version": nil, "context_ts": nil,
+		},
 	})
 	got := IntentResult{Timeline: Timeline{TraceID: Ptr("stale")}}
 	if err := c.Decode(b, &got); err != nil {
