@@ -251,6 +251,7 @@ type options struct {
 	agentState func(agent string) any
 	agentLag   func(agent string) any
 	mcp        http.Handler
+	tracing    apiTracing // tracing.go
 
 	idempotencyWindow time.Duration
 }

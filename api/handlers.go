@@ -22,6 +22,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -76,6 +77,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if !s.checkPayload(w, req) {
 		return
 	}
+	defer s.startIntake(r, req, now).end() // tracing.go
 
 	publish := true
 	finished := func() {}
@@ -117,7 +119,8 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
 			publish = false
 			s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish intent failed",
-				slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType), slog.Any("error", err))
+				slog.String("intent_id", req.IntentID), slog.String("intent_type", req.IntentType),
+				slog.String("trace_id", telemetry.TraceID(req.Traceparent)), slog.Any("error", err))
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable,
 				"the intent could not be published; retry with the same intent_id", "")
 			return

@@ -53,6 +53,7 @@ type Server struct {
 	upgrader   websocket.Upgrader
 	httpSrv    *http.Server
 	auth       *authenticator
+	tracing    apiTracing // tracing.go
 
 	// stopCtx is cancelled when Shutdown begins: it ends ?wait requests
 	// (they answer 202 pending) and marks the server not ready.
@@ -126,6 +127,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
 		agentState:   o.agentState,
 		agentLag:     o.agentLag,
+		tracing:      o.tracing,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
 		front:        fm,

@@ -19,6 +19,9 @@ type intentView struct {
 	Status  string                 `json:"status"` // "resolved" or "pending"
 	Timeout *schemas.IntentTimeout `json:"timeout,omitempty"`
 	Events  []timelineEvent        `json:"events"`
+	// TraceURL is the trace viewer's page for the intent's trace
+	// (telemetry.trace_url), when both are known.
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // pendingView is the body of GET /v1/intents/{id} for an intent this
@@ -87,7 +90,7 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 	res, to, inflight := s.results.lookup(tenantPtr(principalFrom(r.Context())), id)
 	switch {
 	case res != nil:
-		writeJSON(w, http.StatusOK, intentView{IntentResult: res, Status: "resolved", Timeout: to, Events: timeline(res, to)})
+		writeJSON(w, http.StatusOK, intentView{IntentResult: res, Status: "resolved", Timeout: to, Events: timeline(res, to), TraceURL: s.tracing.traceLink(res)})
 	case to != nil || inflight:
 		writeJSON(w, http.StatusOK, pendingView{IntentID: id, Status: "pending", Timeout: to, Events: timeline(nil, to)})
 	default:

@@ -66,7 +66,9 @@ func (k *countingSink) Reset() error                { return nil }
 // an in-memory Source, outputs counted by a sink that keeps nothing. One op is
 // one intent: its request (decode, validate, route, dispatch, pending state)
 // and its response (pair, result, resolved state), in JSON.
-func BenchmarkEventLoop(b *testing.B) {
+func BenchmarkEventLoop(b *testing.B) { benchmarkEventLoop(b) }
+
+func benchmarkEventLoop(b *testing.B, opts ...router.Option) {
 	for _, d := range []string{config.AtLeastOnce, config.ExactlyOnce} {
 		b.Run(d, func(b *testing.B) {
 			cfg, err := config.Parse("bench.yaml", []byte(testConfig), nil)
@@ -81,9 +83,11 @@ func BenchmarkEventLoop(b *testing.B) {
 			}
 			src := routertest.NewSource()
 			sink := newCountingSink(d == config.ExactlyOnce)
-			r, err := router.New(cfg, codec, src, sink, router.WithClock(clockwork.NewFakeClockAt(t0)),
+			r, err := router.New(cfg, codec, src, sink, append([]router.Option{
+				router.WithClock(clockwork.NewFakeClockAt(t0)),
 				router.WithCommitClock(clockwork.NewRealClock()), router.WithRegisterer(prometheus.NewRegistry()),
-				router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+				router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+			}, opts...)...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -44,9 +44,17 @@
 // commit_interval. A failed commit drops the work since the last one and
 // rewinds to the committed offsets.
 //
+// # Traces
+//
+// With WithTracerProvider the event loop makes each intent's spans
+// (tracing.go: intent, dispatch per attempt, answer, timeout, resolve) on
+// its own clock and hands them to the provider without waiting; without
+// it, the hooks are nil checks.
+//
 // # What it does not own
 //
 // Kafka clients (router/kafkaio implements Source and Sink with
 // confluent-kafka-go), the wire codec (schemas), the wheel and fallback cache
-// (timeouts), configuration parsing (router/config) and HTTP (api).
+// (timeouts), configuration parsing (router/config), the tracer provider and
+// its exporter (router/telemetry) and HTTP (api).
 package router

@@ -91,6 +91,7 @@ type pending struct {
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
 	progress       progressState // progress.go
+	spans          *intentSpans  // tracing.go; nil: tracing off, or not started
 
 	idKey []byte // id as a record key, made once and shared by its outputs (see keyBytes)
 }
@@ -131,6 +132,7 @@ type engine struct {
 	failed     func(error)
 	owns       func(partition int32) bool // whether this instance owns a requests partition
 	contexts   ContextLookup              // nil: none
+	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
 	// agentList is agents by name; woken are the agents whose queue may
@@ -302,6 +304,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		deadline:    intents.Deadline(rec.TimestampMs, req.TimeoutMs, r.policy),
 		attempt:     1,
 	}
+	e.trace.received(p, rec)
 	if !e.budget.admits(p) {
 		e.shedOverBudget(p, nowMs, t)
 		return
@@ -357,6 +360,7 @@ func (e *engine) known(key string) bool {
 // dispatch sends an intent to its agent, records it in the pending
 // changelog, and starts its timer. The caller has checked admission.
 func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
+	tp := e.trace.dispatched(p, nowMs) // the attempt span's traceparent, else p's
 	ar := &e.scratch.ar
 	*ar = schemas.AgentRequest{
 		IntentID:    p.id,
@@ -368,7 +372,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		Attempt:     p.attempt,
 		SessionID:   p.sessionID,
 		Tenant:      p.tenant,
-		Traceparent: p.traceparent,
+		Traceparent: tp,
 	}
 	e.attachContext(p, ar)
 	var value []byte
@@ -392,7 +396,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}, t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -575,6 +579,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 	case schemas.ReasonDeadline, schemas.ReasonIdle:
 		e.recordOutcome(p, true, nowMs) // a dispatched intent that timed out is a failure
 	}
+	e.trace.timedOut(p, reason, kind, nowMs)
 	ev := &schemas.IntentTimeout{
 		IntentID:   p.id,
 		IntentType: p.route.name,
@@ -649,6 +654,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		res.Timeline.AnsweredAt = &answeredAt
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
+	res.Timeline.TraceID = traceIDOf(p)
+	e.trace.resolved(p, outcome, nowMs)
 	res.ProgressCount = p.progressCount()
 	// Whatever happens to the outputs below, the intent is resolved here:
 	// the dedup window keeps any later record of it from a second result.
@@ -718,12 +725,7 @@ func (e *engine) routeOf(intentType string) *route {
 	return e.unknown
 }
 
-func (p *pending) headers() []Header {
-	if p.traceparent == nil {
-		return nil
-	}
-	return []Header{{HeaderTraceparent, []byte(*p.traceparent)}}
-}
+func (p *pending) headers() []Header { return traceHeaders(p.traceparent) }
 
 func (p *pending) agentName() string {
 	if p.agent == nil {

@@ -75,6 +75,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 	// already retried (by its attempt field, or because no attempt is in
 	// flight) is stale.
 	current := p.phase == phaseInFlight && (resp.Attempt == nil || *resp.Attempt == p.attempt)
+	e.trace.responded(p, &resp, rec, current, nowMs)
 	switch resp.Status {
 	case schemas.StatusOK:
 		e.recordOutcome(p, false, nowMs)

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -154,7 +155,7 @@ func (e *engine) publishProgress(p *pending, resp *schemas.AgentResponse, t *tra
 	if st.seq+1 > lim.maxPerIntent || st.bytes+size > lim.maxBytes {
 		st.capped = true
 		e.progressDropped(progressCapped)
-		e.log.Debug("progress capped", "intent_id", p.id, "intent_type", p.route.name, "published", st.seq, "bytes", st.bytes)
+		e.log.Debug("progress capped", "intent_id", p.id, "trace_id", telemetry.TraceID(p.traceparent), "intent_type", p.route.name, "published", st.seq, "bytes", st.bytes)
 		return true
 	}
 	rec := &schemas.IntentProgress{
@@ -175,7 +176,7 @@ func (e *engine) publishProgress(p *pending, resp *schemas.AgentResponse, t *tra
 	value, err := e.codec.Encode(e.topics.Progress, rec)
 	if err != nil {
 		e.progressDropped(progressEncodeFailed)
-		e.log.Warn("progress not published: encoding failed", "intent_id", p.id, "error", err)
+		e.log.Warn("progress not published: encoding failed", "intent_id", p.id, "trace_id", telemetry.TraceID(p.traceparent), "error", err)
 		return false
 	}
 	e.emit(&Output{Topic: e.topics.Progress, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)

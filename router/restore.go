@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -34,7 +35,7 @@ func (e *engine) restore(partition int32, entries []PendingRecord, nowMs int64) 
 		if r == nil {
 			r = &route{name: pi.IntentType, m: e.unknown.m}
 			if pi.ResolvedAt == nil {
-				e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType)
+				e.log.Warn("restored an intent whose type is no longer configured: it will time out without fallback", "intent_id", pi.IntentID, "intent_type", pi.IntentType, "trace_id", telemetry.TraceID(pi.Traceparent))
 			}
 		}
 		if pi.ResolvedAt != nil {

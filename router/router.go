@@ -12,6 +12,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -32,6 +33,7 @@ type options struct {
 	commitClock  clockwork.Clock
 	rnd          *rand.Rand
 	contexts     ContextLookup
+	tracer       trace.TracerProvider // tracing.go; nil: off
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -181,6 +183,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 		return nil, err
 	}
 	e.contexts = o.contexts
+	e.trace = newIntentTracer(o.tracer)
 	r.tr = newTracker(r.storeOffset)
 	e.rnd = rand.Int64N
 	if o.rnd != nil {

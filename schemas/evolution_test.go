@@ -205,3 +205,68 @@ func TestEvolutionIncompatible(t *testing.T) {
 		t.Fatalf("class %q: %v", ErrorClass(err), err)
 	}
 }
+
+// Timeline.trace_id was added with a null default (issue 20): a result
+// written before it reads with no trace id, and a reader from before it
+// skips it.
+func TestEvolutionTimelineTraceID(t *testing.T) {
+	c, fake := newAvroCodec(t)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	dropTraceID := func(m map[string]any) {
+		tl := fieldsOf(m)[fieldIndex(t, m, "timeline")].(map[string]any)["type"].(map[string]any)
+		i := fieldIndex(t, tl, "trace_id")
+		tl["fields"] = slices.Delete(fieldsOf(tl), i, i+1)
+	}
+	old := evolve(t, intentResultAvsc, dropTraceID)
+
+	// An old writer: no trace id.
+	b := writeWith(t, fake, "mcp.intent.result-value", old, map[string]any{
+		"intent_id": "i-1", "intent_type": "t", "agent": "a", "outcome": "answered", "answer": nil, "error": nil,
+		"session_id": nil, "tenant": nil, "attempts": int32(1), "progress_count": nil,
+		"timeline": map[string]any{
+			"received_at": int64(1), "dispatched_at": nil, "answered_at": nil,
+			"resolved_at": int64(2), "deadline": int64(3), "context_version": nil, "context_ts": nil,
+		},
+	})
+	got := IntentResult{Timeline: Timeline{TraceID: Ptr("stale")}}
+	if err := c.Decode(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Timeline.TraceID != nil || got.IntentID != "i-1" || got.Timeline.Deadline != 3 {
+		t.Fatalf("an old result read as %+v", got)
+	}
+
+	// An old reader: skips it, and reads what follows the timeline.
+	res := &IntentResult{
+		IntentID: "i-2", IntentType: "t", Agent: "a", Outcome: OutcomeAnswered, Attempts: 1,
+		Timeline:      Timeline{ReceivedAt: 1, ResolvedAt: 2, Deadline: 3, TraceID: Ptr(traceID)},
+		ProgressCount: Ptr(int64(4)),
+	}
+	nb, err := c.Encode("mcp.intent.result", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldGot struct {
+		IntentID string `avro:"intent_id"`
+		Timeline struct {
+			Deadline int64 `avro:"deadline"`
+		} `avro:"timeline"`
+		ProgressCount *int64 `avro:"progress_count"`
+	}
+	if err := decodeWithWriter(nb[wireHeaderLen:], intentResultAvsc, old, &oldGot); err != nil {
+		t.Fatal(err)
+	}
+	if oldGot.IntentID != "i-2" || oldGot.Timeline.Deadline != 3 || oldGot.ProgressCount == nil || *oldGot.ProgressCount != 4 {
+		t.Fatalf("an old reader read %+v", oldGot)
+	}
+
+	// And the new reader reads it back, in Avro and in JSON.
+	var back IntentResult
+	if err := c.Decode(nb, &back); err != nil || back.Timeline.TraceID == nil || *back.Timeline.TraceID != traceID {
+		t.Fatalf("read back %+v, %v", back.Timeline, err)
+	}
+	j, err := c.EncodeAs(EncodingJSON, "mcp.intent.result", res)
+	if err != nil || !strings.Contains(string(j), `"trace_id":"`+traceID+`"`) {
+		t.Fatalf("JSON %s, %v", j, err)
+	}
+}

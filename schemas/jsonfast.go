@@ -161,6 +161,7 @@ func appendIntentResult(b []byte, v *IntentResult) []byte {
 	b = strconv.AppendInt(b, t.Deadline, 10)
 	b = appendOptInt(b, `,"context_version":`, t.ContextVersion)
 	b = appendOptInt(b, `,"context_ts":`, t.ContextTs)
+	b = appendOptString(b, `,"trace_id":`, t.TraceID)
 	b = append(b, '}')
 	b = appendOptInt(b, `,"progress_count":`, v.ProgressCount)
 	return append(b, '}')

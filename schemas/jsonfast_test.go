@@ -52,7 +52,7 @@ func TestFastJSONMatchesEncodingJSON(t *testing.T) {
 		}
 		ir := &IntentResult{
 			IntentID: str(), IntentType: str(), Agent: str(), Outcome: Outcome(str()), SessionID: opt(), Tenant: opt(), Attempts: rnd.Int32(),
-			Timeline: Timeline{ReceivedAt: rnd.Int64(), DispatchedAt: optInt(), AnsweredAt: optInt(), ResolvedAt: rnd.Int64(), Deadline: rnd.Int64(), ContextVersion: optInt(), ContextTs: optInt()},
+			Timeline: Timeline{ReceivedAt: rnd.Int64(), DispatchedAt: optInt(), AnsweredAt: optInt(), ResolvedAt: rnd.Int64(), Deadline: rnd.Int64(), ContextVersion: optInt(), ContextTs: optInt(), TraceID: opt()},
 		}
 		if rnd.IntN(2) == 0 {
 			a := doc()

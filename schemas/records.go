@@ -174,6 +174,10 @@ type Timeline struct {
 	// the AgentRequest (its version and snapshot_ts); nil if none was.
 	ContextVersion *int64 `avro:"context_version" json:"context_version,omitempty"`
 	ContextTs      *int64 `avro:"context_ts" json:"context_ts,omitempty"`
+
+	// TraceID is the W3C trace id of the intent's trace (the traceparent it
+	// travelled with); nil if it had none.
+	TraceID *string `avro:"trace_id" json:"trace_id,omitempty"`
 }
 
 // IntentResult is the one result of an intent. Key: IntentID.

@@ -262,6 +262,22 @@ async function showIntent(id) {
       ol.appendChild(li);
     });
     box.append(h, ol);
+    const traceID = v.timeline && v.timeline.trace_id;
+    if (traceID) {
+      // The intent's trace: a link to the trace viewer (telemetry.trace_url) when one is configured.
+      const p = text(document.createElement("p"), "trace ");
+      p.id = "detail-trace";
+      if (v.trace_url) {
+        const a = text(document.createElement("a"), traceID);
+        a.href = v.trace_url;
+        a.target = "_blank";
+        a.rel = "noopener noreferrer";
+        p.appendChild(a);
+      } else {
+        p.appendChild(document.createTextNode(traceID));
+      }
+      box.appendChild(p);
+    }
     if (v.answer !== undefined) {
       box.appendChild(text(document.createElement("pre"), JSON.stringify(v.answer, null, 2)));
     }

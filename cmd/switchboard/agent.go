@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 )
 
 func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -55,6 +56,11 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 		}
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	traces, err := telemetry.New(cfg.Telemetry.Traces, telemetry.WithComponent("agent", *name))
+	if err != nil {
+		return err
+	}
+	defer shutdownTraces(traces, log)
 	h := client.DemoHandler(*name, *delay, *errorRate, nil)
 	if *writer {
 		h = client.WriterHandler(*name, nil)
@@ -62,6 +68,7 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 	a, err := client.NewAgent(client.AgentConfig{
 		Name: *name, Topic: *topic, GroupID: group, ResponsesTopic: cfg.Topics.Responses, Concurrency: *concurrency,
 		Kafka: c.settings(cfg, "switchboard-agent-"+*name), Codec: codec, Logger: log,
+		TracerProvider: providerOrNil(traces),
 	}, h)
 	if err != nil {
 		return err

@@ -286,6 +286,7 @@ intents:
 	cfg.Router.InstanceID = "" // a random one: no static membership, a transactional.id of its own
 	cfg.Router.Delivery = o.delivery
 	cfg.Log = base.Log
+	cfg.Telemetry = base.Telemetry // the router traces as serve would
 	return cfg, nil
 }
 

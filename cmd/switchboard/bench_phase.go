@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -272,7 +273,12 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 	}
 
 	if ph.kind == phaseRouter {
-		r, err := ph.newRouter(ctx)
+		traces, err := telemetry.New(ph.cfg.Telemetry.Traces, telemetry.WithComponent("bench", ""))
+		if err != nil {
+			return err
+		}
+		defer shutdownTraces(traces, ph.log)
+		r, err := ph.newRouter(ctx, router.WithTracerProvider(providerOrNil(traces)))
 		if err != nil {
 			return err
 		}
@@ -379,13 +385,13 @@ func (ph *phase) ignoredSent() int64 {
 
 // newRouter builds the router as 'switchboard serve' does, with its metrics
 // in a registry of the phase's own.
-func (ph *phase) newRouter(ctx context.Context) (*router.Router, error) {
+func (ph *phase) newRouter(ctx context.Context, opts ...router.Option) (*router.Router, error) {
 	ph.reg = prometheus.NewRegistry()
 	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, ph.kafka, ph.cfg, ph.codec)
 	if err != nil {
 		return nil, err
 	}
-	ropts = append(ropts, router.WithLogger(ph.log), router.WithRegisterer(ph.reg))
+	ropts = append(append(ropts, router.WithLogger(ph.log), router.WithRegisterer(ph.reg)), opts...)
 	r, err := router.New(ph.cfg, ph.codec, src, sink, ropts...)
 	if err != nil {
 		_ = src.Close()

@@ -109,6 +109,7 @@ and JWTs locally.`, `  switchboard dev
 			a, err := client.NewAgent(client.AgentConfig{
 				Name: name, Topic: cfg.Agents[name].Topic, GroupID: cfg.Agents[name].GroupID, ResponsesTopic: cfg.Topics.Responses,
 				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
+				TracerProvider: n.tracerProvider(),
 			}, devHandler(name))
 			if err != nil {
 				cancel()

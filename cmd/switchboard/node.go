@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/router/lag"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -38,7 +39,8 @@ type node struct {
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
 	lag     *lag.Sampler    // the agents' consumer lag
 	lagConn *kafkaio.LagAdmin
-	ownLag  *lag.ConsumerLag // the router consumer's lag, fed by whichever router runs
+	ownLag  *lag.ConsumerLag    // the router consumer's lag, fed by whichever router runs
+	traces  *telemetry.Provider // nil: tracing off (tracing.go)
 
 	instanceID string
 	router     atomic.Pointer[router.Router]
@@ -57,7 +59,8 @@ func (n *node) newRouter() error {
 		ks.OnConsumerStats(n.ownLag.Observe)
 	}
 	reg := prometheus.NewRegistry()
-	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store))
+	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
+		router.WithTracerProvider(n.tracerProvider()))
 	r, err := router.New(n.cfg, n.codec, src, sink, ropts...)
 	if err != nil {
 		_ = src.Close()
@@ -146,8 +149,12 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	defer func() {
 		if !built {
 			_ = n.lagConn.Close()
+			n.flushTraces()
 		}
 	}()
+	if n.traces, err = telemetry.New(cfg.Telemetry.Traces, telemetry.WithComponent("serve", cfg.Router.InstanceID)); err != nil {
+		return nil, err
+	}
 	if err := n.newRouter(); err != nil {
 		return nil, err
 	}
@@ -186,7 +193,8 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
-		api.WithReadiness(n.ready), api.WithContexts(n.store))
+		api.WithReadiness(n.ready), api.WithContexts(n.store),
+		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +220,7 @@ func (n *node) ready() error {
 // run runs every part until ctx ends or one part fails, then stops them in
 // order: the API first (no new intents), then the router (it drains and
 // commits), then the results reader, the lag sampler's clients and the
-// publisher.
+// publisher; last, the spans still batched are exported.
 func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -237,6 +245,7 @@ func (n *node) run(ctx context.Context) error {
 	wg.Wait()
 	_ = n.lagConn.Close()
 	n.pub.Close()
+	n.flushTraces()
 	close(errs)
 	var all []error
 	for err := range errs {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
@@ -42,6 +43,11 @@ type AgentConfig struct {
 	Concurrency    int // intents served at once; default 64
 	Clock          clockwork.Clock
 	Logger         *slog.Logger
+	// TracerProvider traces each request served (tracing.go): a span
+	// continuing the router's dispatch span, and its traceparent on the
+	// response. Nil: no spans; the response carries the request's
+	// traceparent.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrCancelled is the cause (context.Cause) of a handler's context when
@@ -65,9 +71,10 @@ var ErrCancelled = errors.New("client: intent cancelled")
 // handler's response is handed to the producer: acknowledgements are
 // pipelined, and Run waits for them (up to 5 s) before it returns.
 type Agent struct {
-	cfg AgentConfig
-	h   Handler
-	p   *kafkaio.Producer
+	cfg    AgentConfig
+	h      Handler
+	p      *kafkaio.Producer
+	tracer trace.Tracer // nil: no spans
 
 	mu     sync.Mutex
 	inHand map[string]map[*call]struct{} // by intents.Scoped(tenant, intent id)
@@ -105,7 +112,11 @@ func NewAgent(cfg AgentConfig, h Handler) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, h: h, p: p, inHand: map[string]map[*call]struct{}{}}, nil
+	a := &Agent{cfg: cfg, h: h, p: p, inHand: map[string]map[*call]struct{}{}}
+	if cfg.TracerProvider != nil {
+		a.tracer = cfg.TracerProvider.Tracer("github.com/switchboard-mcp/switchboard/intents/client")
+	}
+	return a, nil
 }
 
 // Run serves until ctx ends, then waits for the intents in hand and closes.
@@ -219,9 +230,11 @@ func (a *Agent) untrack(id string, c *call) {
 // serve runs the handler and sends its response, unless ctx ended meanwhile:
 // the agent is stopping, or the intent was cancelled.
 func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
-	hctx, rep := a.withReporter(ctx, req)
+	hctx, span := a.startHandling(ctx, req) // tracing.go
+	hctx, rep := a.withReporter(hctx, req)
 	answer, err := a.h(hctx, req)
 	rep.finish() // no progress after the answer (progress.go)
+	span.end(err)
 	if ctx.Err() != nil || errors.Is(err, ErrNoAnswer) {
 		return
 	}
@@ -244,13 +257,14 @@ func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 	value, err := a.cfg.Codec.Encode(a.cfg.ResponsesTopic, resp)
 	if err == nil {
 		id := req.IntentID
-		err = a.p.SendAsync(a.cfg.ResponsesTopic, []byte(id), value, nil, time.Time{}, func(err error) {
+		tid := traceID(req)
+		err = a.p.SendAsync(a.cfg.ResponsesTopic, []byte(id), value, span.headers(), time.Time{}, func(err error) {
 			if err != nil {
-				a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", id, "error", err)
+				a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", id, "trace_id", tid, "error", err)
 			}
 		})
 	}
 	if err != nil && ctx.Err() == nil {
-		a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", req.IntentID, "error", err)
+		a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", req.IntentID, "trace_id", traceID(req), "error", err)
 	}
 }

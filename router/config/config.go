@@ -19,6 +19,7 @@ type Config struct {
 	HTTP           HTTP                   `yaml:"http"`
 	Log            Log                    `yaml:"log"`
 	Contexts       Contexts               `yaml:"contexts"`
+	Telemetry      Telemetry              `yaml:"telemetry"`
 
 	file string     // where it was read from, for messages
 	root *yaml.Node // the parsed file, for the lines of later errors (ErrorAt)

@@ -390,6 +390,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	c.validateBudget(add)
 	c.validateContexts(add)
 	c.validateProgress(add)
+	c.validateTelemetry(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
