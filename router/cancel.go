@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -47,10 +48,15 @@ func (e *engine) onControl(rec *Record, control string, t *track, nowMs int64) {
 func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 	p := e.pending[intents.Scoped(c.Tenant, c.IntentID)]
 	if p == nil {
-		if _, n := e.pendingIDs.only(c.IntentID); n > 0 {
-			// Another tenant's intent: left alone, as if unknown.
+		if other, n := e.pendingIDs.only(c.IntentID); n > 0 {
+			// Another tenant's intent: left alone, as if unknown. The log
+			// (the operator's) names its trace when only one tenant has it.
+			var tp *string
+			if q := e.pending[intents.Scoped(other, c.IntentID)]; n == 1 && q != nil {
+				tp = q.traceparent
+			}
 			e.m.cancels.WithLabelValues("forbidden").Inc()
-			e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", c.IntentID, "cancel_tenant", c.Tenant)
+			e.log.Warn("cancel refused: the intent belongs to another tenant", "intent_id", c.IntentID, "trace_id", telemetry.TraceID(tp), "cancel_tenant", c.Tenant)
 			return
 		}
 		e.m.cancels.WithLabelValues("ignored").Inc()
