@@ -8,9 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -57,24 +54,20 @@ type cancelBody struct {
 // if it is still pending when the record arrives, and ignores it otherwise.
 // An intent whose result this instance holds gets 409 already_resolved.
 func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if r.URL.RawPath != "" {
-		if u, err := url.PathUnescape(id); err == nil {
-			id = u
-		}
-	}
-	if !intents.ValidID(id) {
-		writeError(w, http.StatusBadRequest, codeInvalidParameter, fmt.Sprintf("%q is not a valid intent id", id), "id")
+	id, ok := intentIDParam(w, r)
+	if !ok {
 		return
 	}
 	reason, ok := s.cancelReason(w, r)
 	if !ok {
 		return
 	}
+	// Resolved on any instance: this one's memory or the lookup store.
 	// Another tenant's resolved intent is answered as an unknown one (202:
 	// the record goes out with the caller's tenant and the router ignores
 	// it), so that its existence is not revealed.
-	if res, known := s.results.Get(id); known && s.mayCancel(r, res) {
+	if st, err := s.lookup.Lookup(r.Context(), lookupTenant(principalFrom(r.Context())), id); err == nil && st.Resolved() {
+		res := st.Result
 		var body resolvedError
 		body.Error.errorBody = errorBody{
 			Code:    codeAlreadyResolved,
@@ -97,12 +90,6 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, cancelRequested{IntentID: id, Status: "cancel_requested"})
-}
-
-// mayCancel says whether the caller of r may see (and so cancel) res: with
-// authentication on, only an intent of the caller's tenant.
-func (s *Server) mayCancel(r *http.Request, res *schemas.IntentResult) bool {
-	return visible(principalFrom(r.Context()), res)
 }
 
 // cancelReason reads the optional reason: ?reason=TEXT, else the body

@@ -212,6 +212,7 @@ type options struct {
 	history    History
 	catalog    Catalog
 	agentState func(agent string) any
+	lookup     IntentLookup // nil: this instance's memory only (intentlookup.go)
 
 	idempotencyWindow time.Duration
 }

@@ -81,6 +81,9 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		res, wt = s.awaitVisible(p, req.IntentID)
 		defer s.results.release(wt)
+		if res == nil && explicitID { // resolved before, maybe on another instance
+			res = s.lookup.stored(r.Context(), lookupTenant(p), req.IntentID)
+		}
 	}
 	if publish {
 		if err := s.pub.PublishIntent(r.Context(), req); err != nil {

@@ -40,6 +40,7 @@ type Server struct {
 	readiness  func() error
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
+	lookup     *intentLookup
 	catalog    Catalog
 	agentState func(string) any
 	idem       *idempotency
@@ -114,6 +115,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		readiness:    o.readiness,
 		contexts:     o.contexts,
 		history:      o.history,
+		lookup:       &intentLookup{results: results, store: o.lookup},
 		catalog:      o.catalog,
 		agentState:   o.agentState,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
