@@ -108,12 +108,12 @@ type Materializer struct {
 	live    map[kp]int64 // where Live begins, per results/timeouts partition
 	high    map[kp]int64 // the ends at the start
 	left    map[kp]bool  // partitions not yet read up to their end at the start
-	total   int          // partitions to catch up on
 	started time.Time
 	read    int64
 
 	ready atomic.Bool
 	prog  atomic.Int64 // partitions caught up, for Ready's message
+	total atomic.Int64 // partitions to catch up on
 }
 
 type kp struct {
@@ -157,7 +157,7 @@ func (m *Materializer) Ready() error {
 	if m.ready.Load() {
 		return nil
 	}
-	return fmt.Errorf("%w: %d of %d partitions read to their end", api.ErrLookupCatchingUp, m.prog.Load(), m.total)
+	return fmt.Errorf("%w: %d of %d partitions read to their end", api.ErrLookupCatchingUp, m.prog.Load(), m.total.Load())
 }
 
 // topics returns the topics read, in kind order.
@@ -331,7 +331,7 @@ func (m *Materializer) plan(states map[string]TopicState, from map[string][]int6
 			}
 		}
 	}
-	m.total = len(m.left)
+	m.total.Store(int64(len(m.left)))
 }
 
 // handler adapts the Materializer to Handler; its methods run on the
@@ -454,7 +454,7 @@ func (m *Materializer) checkReady() {
 	m.ready.Store(true)
 	m.cfg.Store.ready.Store(true)
 	m.cfg.Logger.Info("lookup store caught up", "dir", m.cfg.Store.Dir(), "records_read", m.read,
-		"partitions", m.total, "took", m.cfg.Clock.Since(m.started).Round(time.Millisecond).String())
+		"partitions", m.total.Load(), "took", m.cfg.Clock.Since(m.started).Round(time.Millisecond).String())
 }
 
 // expireLoop drops from the store what the topics no longer keep: at

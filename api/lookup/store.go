@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/switchboard-mcp/switchboard/api"
 )
@@ -31,9 +32,10 @@ const DefaultCacheBytes = 32 << 20
 // cache and the memtables, not by how many results it holds: pebble reads
 // its files with pread into the cache, it does not map them.
 type Store struct {
-	db  *pebble.DB
-	dir string
-	log *slog.Logger
+	db   *pebble.DB
+	lock *pebble.Lock
+	dir  string
+	log  *slog.Logger
 
 	// ready is set by the Materializer once the store has read the topics
 	// up to where they ended at its start: until then a miss is
@@ -78,23 +80,31 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOpen, err)
 	}
-	s := &Store{dir: dir, log: o.log}
-	db, err := pebble.Open(dir, pebbleOptions(o))
-	if err != nil && isUnreadable(err) {
+	// Hold the directory's lock first: then any failure to open is the
+	// store's content, which is rebuilt, never another process's store.
+	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is in use by another process (each instance needs its own http.lookup.dir): %w", ErrOpen, dir, err)
+	}
+	s := &Store{dir: dir, log: o.log, lock: lock}
+	db, err := pebble.Open(dir, pebbleOptions(o, lock))
+	if err != nil {
 		o.log.Warn("the lookup store cannot be read: deleting it, to rebuild it from Kafka", "dir", dir, "error", err)
 		if rerr := removeContents(dir); rerr != nil {
+			_ = lock.Close()
 			return nil, fmt.Errorf("%w: %s: %w", ErrOpen, dir, rerr)
 		}
-		db, err = pebble.Open(dir, pebbleOptions(o))
+		db, err = pebble.Open(dir, pebbleOptions(o, lock))
 	}
 	if err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrOpen, dir, err)
 	}
 	s.db = db
 	v, err := s.get(metaFormat)
 	switch {
 	case err != nil:
-		_ = db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrOpen, dir, err)
 	case v == nil:
 		err = s.Reset("new store")
@@ -102,25 +112,19 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		err = s.Reset(fmt.Sprintf("format %q, not %q", v, formatVersion))
 	}
 	if err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func pebbleOptions(o options) *pebble.Options {
-	po := &pebble.Options{CacheSize: o.cacheBytes, Logger: quietLogger{o.log}}
+func pebbleOptions(o options, lock *pebble.Lock) *pebble.Options {
+	po := &pebble.Options{CacheSize: o.cacheBytes, Logger: quietLogger{o.log}, Lock: lock, FS: vfs.Default}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10) // a miss reads no data block
 	}
 	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
 	return po
-}
-
-// isUnreadable tells the errors after which the store is rebuilt rather
-// than refused: corruption. (A lock held by another process is refused.)
-func isUnreadable(err error) bool {
-	return errors.Is(err, pebble.ErrCorruption)
 }
 
 func removeContents(dir string) error {
@@ -129,6 +133,9 @@ func removeContents(dir string) error {
 		return err
 	}
 	for _, e := range entries {
+		if e.Name() == "LOCK" { // ours: held
+			continue
+		}
 		if err := os.RemoveAll(dir + string(os.PathSeparator) + e.Name()); err != nil {
 			return err
 		}
@@ -150,8 +157,11 @@ func (l quietLogger) Fatalf(format string, args ...any) {
 	os.Exit(1) // pebble's contract: Fatalf does not return
 }
 
-// Close closes the store. Lookups after it fail.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the store and releases its directory. Lookups after it fail.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	return errors.Join(err, s.lock.Close())
+}
 
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
