@@ -9,41 +9,61 @@ import (
 	"slices"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// resultsFeed feeds the API's view from the results and timeouts topics:
-// every partition of both, no consumer group, so every instance sees every
-// result and can serve any client. It is also the API's History: a stream
-// client that resumes is replayed from the same topics.
+// resultsFeed feeds the API from the results and timeouts topics and the
+// pending changelog: every partition, no consumer group, so every instance
+// sees every result and can serve any client. One reader (the lookup
+// store's Materializer) writes the store, which answers for any intent,
+// and hands what comes after the topics' end at start to api.Results, the
+// live stream. It is also the API's History: a stream client that resumes
+// is replayed from the same topics.
 type resultsFeed struct {
 	kafka    kafkaio.Settings
 	codec    *schemas.Codec
-	results  *api.Results
 	log      *slog.Logger
 	topicRes string
 	topicTO  string
+	mat      *lookup.Materializer
 }
 
 var _ api.History = (*resultsFeed)(nil)
 
-// run reads both topics from their ends until ctx ends.
-func (f *resultsFeed) run(ctx context.Context) error {
-	ready := func(start kafkaio.Offsets) {
-		f.results.Begin(api.Position{Results: start[f.topicRes], Timeouts: start[f.topicTO]})
-	}
-	return kafkaio.FollowLive(ctx, f.kafka, []string{f.topicRes, f.topicTO}, ready, func(rec *router.Record) error {
-		r := f.decode(rec)
-		if r.Stream == api.StreamResults {
-			f.results.AddResult(r.Partition, r.Offset, r.Result)
-		} else {
-			f.results.AddTimeout(r.Partition, r.Offset, r.Timeout)
-		}
-		return nil
+// newResultsFeed returns the feed of results and store from the topics
+// (pending may be empty: no pending states).
+func newResultsFeed(kafka kafkaio.Settings, codec *schemas.Codec, log *slog.Logger, results *api.Results, store *lookup.Store,
+	topicRes, topicTO, topicPending string,
+) (*resultsFeed, error) {
+	mat, err := lookup.NewMaterializer(lookup.Config{
+		Results: topicRes, Timeouts: topicTO, Pending: topicPending,
+		Store: store, Source: kafkaSource{kafka}, Codec: codec, Live: results, Logger: log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &resultsFeed{kafka: kafka, codec: codec, log: log, topicRes: topicRes, topicTO: topicTO, mat: mat}, nil
+}
+
+// run reads the topics until ctx ends.
+func (f *resultsFeed) run(ctx context.Context) error { return f.mat.Run(ctx) }
+
+// kafkaSource is the lookup store's lookup.Source on Kafka.
+type kafkaSource struct{ kafka kafkaio.Settings }
+
+func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicState, error) {
+	st, err := kafkaio.DescribeTopic(ctx, k.kafka, topic)
+	return lookup.TopicState(st), err
+}
+
+func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
+	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *router.Record) error {
+		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+	}, h.EOF, h.Idle)
 }
 
 // decode turns a record of either topic into an api.Record; an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents/client"
 	"github.com/switchboard-mcp/switchboard/router"
@@ -30,10 +32,13 @@ type node struct {
 	codec   *schemas.Codec
 	api     *api.Server
 	results *api.Results
+	lookup  *lookup.Store // every intent's result and pending state (api/lookup)
 	feed    *resultsFeed
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
+
+	dropLookup func() // deletes the lookup store's temporary directory, if it has one
 
 	instanceID string
 	router     atomic.Pointer[router.Router]
@@ -142,11 +147,21 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results)
-	n.feed = &resultsFeed{
-		kafka: n.kafka, codec: codec, results: n.results, log: log,
-		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
+	if n.lookup, n.dropLookup, err = openLookup(cfg, log); err != nil {
+		return nil, err
 	}
-	n.api, err = api.New(apiCfg, n.pub, n.results,
+	built := false
+	defer func() {
+		if !built {
+			_ = n.lookup.Close()
+			n.dropLookup()
+		}
+	}()
+	n.feed, err = newResultsFeed(n.kafka, codec, log, n.results, n.lookup, cfg.Topics.Results, cfg.Topics.Timeouts, cfg.Topics.Pending)
+	if err != nil {
+		return nil, err
+	}
+	n.api, err = api.New(apiCfg, n.pub, n.results, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
@@ -155,14 +170,20 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	if err != nil {
 		return nil, err
 	}
+	built = true
 	return n, nil
 }
 
-// ready is the node's readiness: the router's, and, when an intent type
-// attaches context, the context store's (until it has caught up with the
-// snapshot topic, intents would be dispatched with context missing).
+// ready is the node's readiness: the router's; the lookup store's (until
+// it has read the results topic up to where it ended at the start, a
+// lookup could miss an intent); and, when an intent type attaches context,
+// the context store's (until it has caught up with the snapshot topic,
+// intents would be dispatched with context missing).
 func (n *node) ready() error {
 	if err := n.router.Load().Ready(); err != nil {
+		return err
+	}
+	if err := n.feed.mat.Ready(); err != nil {
 		return err
 	}
 	for _, it := range n.cfg.Intents {
@@ -175,12 +196,13 @@ func (n *node) ready() error {
 
 // run runs every part until ctx ends or one part fails, then stops them in
 // order: the API first (no new intents), then the router (it drains and
-// commits), then the results reader and the publisher.
+// commits), then the results reader and the publisher; then it closes the
+// lookup store.
 func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	part := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -198,6 +220,10 @@ func (n *node) run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	n.pub.Close()
+	if err := n.lookup.Close(); err != nil {
+		errs <- fmt.Errorf("lookup store: %w", err)
+	}
+	n.dropLookup()
 	close(errs)
 	var all []error
 	for err := range errs {
@@ -219,4 +245,24 @@ func (n *node) agentState(agent string) any {
 		}
 	}
 	return nil
+}
+
+// openLookup opens the lookup store in http.lookup.dir, or, when none is
+// set, in a temporary directory that drop deletes (every start then
+// rebuilds the store from the topics).
+func openLookup(cfg *config.Config, log *slog.Logger) (store *lookup.Store, drop func(), err error) {
+	dir, drop := cfg.HTTP.Lookup.Dir, func() {}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "switchboard-lookup-"); err != nil {
+			return nil, nil, fmt.Errorf("lookup store: %w", err)
+		}
+		drop = func() { _ = os.RemoveAll(dir) }
+		log.Info("http.lookup.dir is not set: the lookup store lives in a temporary directory and is rebuilt from the topics at every start", "dir", dir)
+	}
+	store, err = lookup.Open(dir, lookup.WithCacheBytes(int64(cfg.HTTP.Lookup.CacheMB)<<20), lookup.WithLogger(log))
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return store, drop, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/api/apitest"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -72,9 +73,13 @@ func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
 func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 	e.t.Helper()
 	results := api.NewResults(10_000)
-	feed := &resultsFeed{
-		kafka: e.kafka, codec: e.codec, results: results, log: slog.New(slog.DiscardHandler),
-		topicRes: e.results, topicTO: e.timeouts,
+	store, err := lookup.Open(e.t.TempDir(), lookup.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	feed, err := newResultsFeed(e.kafka, e.codec, slog.New(slog.DiscardHandler), results, store, e.results, e.timeouts, "")
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	srv, err := api.New(api.Config{Listen: "127.0.0.1:0", SendQueue: 4096}, &apitest.Publisher{}, results,
@@ -95,6 +100,7 @@ func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 		if err := <-done; err != nil {
 			e.t.Errorf("feed: %v", err)
 		}
+		_ = store.Close()
 	})
 	eventually(e.t, "the feed to start", func() bool { return len(results.Position().Results) == 3 })
 	return srv, results, "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/stream"

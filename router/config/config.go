@@ -225,6 +225,8 @@ type HTTP struct {
 	Auth HTTPAuth `yaml:"auth"`
 	// WebSocket is the limits of stream connections.
 	WebSocket WebSocket `yaml:"websocket"`
+	// Lookup is the store that answers for every intent (lookup.go).
+	Lookup HTTPLookup `yaml:"lookup"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

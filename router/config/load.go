@@ -220,6 +220,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
 	c.setHTTPDefaults()
+	c.setLookupDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -369,6 +370,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	}
 	c.validatePressure(add)
 	c.validateContexts(add)
+	c.validateLookup(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
