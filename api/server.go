@@ -180,7 +180,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //
 //	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result;
 //	                        idempotent by Idempotency-Key or intent_id
-//	GET  /v1/intents/{id}   the result and timeline of an intent, if this instance has seen it
+//	GET  /v1/intents/{id}   the result and timeline, or the pending state, of any intent (memory, then
+//	                        the IntentLookup); ?wait=DURATION waits for a pending one's result
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results and timeout events
 //	GET  /v1/agents         configured agents with live counts
