@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/api"
-	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/api/apitest"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
