@@ -31,7 +31,7 @@ type TopicState struct {
 	High []int64 // per partition, the end a read_committed reader reads up to (the last stable offset)
 }
 
-// FromStart, as a partition's offset given to [Source.Read], reads the
+// FromStart is the offset that, given to [Source.Read] for a partition, reads the
 // partition from its first offset.
 const FromStart int64 = -2
 

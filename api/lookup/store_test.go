@@ -383,7 +383,7 @@ func TestAMissWhileCatchingUpIsNotANotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if _, err := store.Lookup(context.Background(), "", "x"); !errors.Is(err, api.ErrLookupCatchingUp) {
 		t.Fatalf("before the materializer caught up: %v, want ErrLookupCatchingUp", err)
 	}
@@ -569,7 +569,7 @@ func TestAStoreInUseIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	if _, err := lookup.Open(dir, lookup.WithLogger(slog.New(slog.DiscardHandler))); !errors.Is(err, lookup.ErrOpen) {
 		t.Fatalf("a second Open of the same directory: %v, want ErrOpen", err)
 	}

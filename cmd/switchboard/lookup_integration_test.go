@@ -90,8 +90,10 @@ func TestAnyInstanceAnswersForAnyIntentApacheKafka(t *testing.T) {
 			env:  os.Environ(),
 		}}
 	}
-	agent := &proc{name: "agent", bin: bin, logPath: filepath.Join(dir, "agent.log"), env: os.Environ(),
-		args: []string{"agent", "--config", filepath.Join(dir, "switchboard-1.yaml"), "--name", "echo", "--concurrency", "256"}}
+	agent := &proc{
+		name: "agent", bin: bin, logPath: filepath.Join(dir, "agent.log"), env: os.Environ(),
+		args: []string{"agent", "--config", filepath.Join(dir, "switchboard-1.yaml"), "--name", "echo", "--concurrency", "256"},
+	}
 	defer func() {
 		for _, n := range nodes {
 			n.proc.stop(20 * time.Second)
@@ -144,13 +146,18 @@ func TestAnyInstanceAnswersForAnyIntentApacheKafka(t *testing.T) {
 	timeouts := readTopic(ctx, t, bootstrap, prefix+".timeout", late, func(r *schemas.IntentTimeout) string { return r.IntentID })
 	t.Logf("all %d results in the results topic after %s", total, time.Since(began).Round(time.Millisecond))
 
+	// The first check decodes every answer and compares it with the
+	// topics; later ones compare the bytes with that checked answer (the
+	// same data gives the same JSON), which keeps the race-instrumented
+	// client's share of the test small.
+	checked := make([][]byte, total)
 	check := func(n *lookupNode) {
 		t.Helper()
 		start := time.Now()
 		var bad atomic.Int64
 		var first sync.Once
 		parallel(ctx, t, total, 16, func(i int) error {
-			if why := n.checkResolved(ctx, client, idOf(i), truth[idOf(i)], timeouts[idOf(i)], typeOf(i) == "late"); why != "" {
+			if why := n.checkResolved(ctx, client, idOf(i), truth[idOf(i)], timeouts[idOf(i)], typeOf(i) == "late", &checked[i]); why != "" {
 				bad.Add(1)
 				first.Do(func() { t.Errorf("%s: %s", n.proc.name, why) })
 			}
@@ -237,7 +244,9 @@ type lookupView struct {
 
 // checkResolved returns why the instance's answer for id differs from
 // the records of the results and timeouts topics, "" when it does not.
-func (n *lookupNode) checkResolved(ctx context.Context, client *http.Client, id string, want *schemas.IntentResult, wantTimeout *schemas.IntentTimeout, late bool) string {
+// checked holds the answer once checked; a later answer equal to it is
+// right without decoding.
+func (n *lookupNode) checkResolved(ctx context.Context, client *http.Client, id string, want *schemas.IntentResult, wantTimeout *schemas.IntentTimeout, late bool, checked *[]byte) (why string) {
 	if want == nil {
 		return id + ": not in the results topic"
 	}
@@ -245,6 +254,14 @@ func (n *lookupNode) checkResolved(ctx context.Context, client *http.Client, id 
 	if err != nil || code != 200 {
 		return fmt.Sprintf("GET %s: %d %s %v", id, code, b, err)
 	}
+	if *checked != nil && string(*checked) == string(b) {
+		return ""
+	}
+	defer func() {
+		if why == "" && *checked == nil {
+			*checked = b
+		}
+	}()
 	var v lookupView
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Sprintf("GET %s: %v: %s", id, err, b)

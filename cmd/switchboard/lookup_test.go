@@ -29,8 +29,10 @@ func (lookupStub) Lookup(_ context.Context, tenant, id string) (api.IntentStatus
 		return api.IntentStatus{IntentID: id, Tenant: tenant, Result: &schemas.IntentResult{
 			IntentID: id, IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered, Tenant: schemas.Ptr("acme"),
 			Answer: schemas.Ptr(schemas.JSON(`{"ok":true}`)), Attempts: 1,
-			Timeline: schemas.Timeline{ReceivedAt: 1_700_000_000_000, DispatchedAt: schemas.Ptr(int64(1_700_000_000_001)),
-				AnsweredAt: schemas.Ptr(int64(1_700_000_000_020)), ResolvedAt: 1_700_000_000_021, Deadline: 1_700_000_002_000},
+			Timeline: schemas.Timeline{
+				ReceivedAt: 1_700_000_000_000, DispatchedAt: schemas.Ptr(int64(1_700_000_000_001)),
+				AnsweredAt: schemas.Ptr(int64(1_700_000_000_020)), ResolvedAt: 1_700_000_000_021, Deadline: 1_700_000_002_000,
+			},
 		}}, nil
 	case "wait-1":
 		return api.IntentStatus{IntentID: id, Tenant: tenant, Pending: &api.PendingState{
@@ -66,8 +68,10 @@ func TestLookupCommand(t *testing.T) {
 	}
 
 	code, out, _ := lookup("done-1")
-	for _, want := range []string{"intent done-1: resolved, answered", `answer:   {"ok":true}`,
-		"2023-11-14T22:13:20.000Z  received", "dispatched echo", "2023-11-14T22:13:20.021Z  resolved   answered"} {
+	for _, want := range []string{
+		"intent done-1: resolved, answered", `answer:   {"ok":true}`,
+		"2023-11-14T22:13:20.000Z  received", "dispatched echo", "2023-11-14T22:13:20.021Z  resolved   answered",
+	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("lookup done-1: exit %d, output lacks %q:\n%s", code, want, out)
 		}
