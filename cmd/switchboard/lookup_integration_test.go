@@ -70,7 +70,7 @@ func TestAnyInstanceAnswersForAnyIntentApacheKafka(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("SWITCHBOARD_LOOKUP_INTENTS")); err == nil && v > 0 {
 		total = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchboard")
