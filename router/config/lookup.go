@@ -33,5 +33,10 @@ func (c *Config) validateLookup(add func(string, ...string)) {
 	if d := c.HTTP.Lookup.Dir; d != "" && strings.TrimSpace(d) != d {
 		add(fmt.Sprintf("%q begins or ends with spaces", d), "http", "lookup", "dir")
 	}
-	checkRange(add, c.HTTP.Lookup.CacheMB, 1, 1<<16, "http", "lookup", "cache_mb")
+	switch mb := c.HTTP.Lookup.CacheMB; {
+	case mb < 1:
+		add("must be at least 1", "http", "lookup", "cache_mb")
+	case mb > 1<<16:
+		add(fmt.Sprintf("%d MiB is more than the 65536 (64 GiB) allowed", mb), "http", "lookup", "cache_mb")
+	}
 }
