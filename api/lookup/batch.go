@@ -22,11 +22,13 @@ type Batch struct {
 	// changelog holds the changelog-key mappings written in this batch
 	// (nil: deleted), which the database does not show before Commit.
 	changelog map[string][]byte
+	// pending holds the pending-state keys written in this batch.
+	pending map[string]struct{}
 }
 
 // NewBatch returns an empty batch.
 func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, b: s.db.NewBatch(), changelog: map[string][]byte{}}
+	return &Batch{s: s, b: s.db.NewBatch(), changelog: map[string][]byte{}, pending: map[string]struct{}{}}
 }
 
 // Len returns the number of records in the batch.
@@ -49,6 +51,7 @@ func (b *Batch) Commit() error {
 	b.b.Reset()
 	b.n = 0
 	clear(b.changelog)
+	clear(b.pending)
 	return nil
 }
 
@@ -78,12 +81,23 @@ func (b *Batch) Result(partition int32, offset int64, res *schemas.IntentResult)
 		return fmt.Errorf("%w: result %q: %w", ErrWrite, id, err)
 	}
 	b.n++
-	return b.all(
+	errs := []error{
 		b.b.Set(intentKey(pfxResult, tenant, id), v, nil),
 		b.b.Set(recentKey(tenant, res.Timeline.ReceivedAt, id), nil, nil),
 		b.b.Set(offsetKey(KindResults, partition, offset), offsetValue(res.Timeline.ReceivedAt, tenant, id), nil),
-		b.b.Delete(intentKey(pfxPending, tenant, id), nil),
-	)
+	}
+	// Drop a pending state, if there is one: most results have none here
+	// (its tombstone came first, or it was never written), and a blind
+	// delete per result would leave millions of tombstones to compact.
+	pk := intentKey(pfxPending, tenant, id)
+	if _, inBatch := b.pending[string(pk)]; inBatch {
+		errs = append(errs, b.b.Delete(pk, nil))
+	} else if v, err := b.s.get(pk); err != nil {
+		return err
+	} else if v != nil {
+		errs = append(errs, b.b.Delete(pk, nil))
+	}
+	return b.all(errs...)
 }
 
 // Timeout stores a timeout event read at partition/offset of the timeouts
@@ -114,10 +128,12 @@ func (b *Batch) Pending(partition int32, key []byte, p *schemas.PendingIntent) e
 	}
 	ik := intentKey(0, tenant, id)
 	ck := changelogKey(partition, key)
+	pk := intentKey(pfxPending, tenant, id)
 	b.changelog[string(ck)] = ik
+	b.pending[string(pk)] = struct{}{}
 	b.n++
 	errs := []error{
-		b.b.Set(intentKey(pfxPending, tenant, id), v, nil),
+		b.b.Set(pk, v, nil),
 		b.b.Set(ck, ik, nil),
 	}
 	if st.State != api.PendingResolving && p.ReceivedAt != 0 {
