@@ -6,6 +6,7 @@
 // time are read from the process and its log by the caller.
 //
 //	lookupbench produce --bootstrap B --topic T --n 10000000
+//	lookupbench fill --bootstrap B --topic T --dir D
 //	lookupbench get --url http://127.0.0.1:59110 --n 10000000 --lookups 200000
 //	lookupbench store --dir D --n 10000000 --lookups 200000
 package main
@@ -21,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/api/lookup"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -50,6 +53,8 @@ func main() {
 	switch os.Args[1] {
 	case "produce":
 		err = produce(*bootstrap, *topic, *n)
+	case "fill":
+		err = fill(*bootstrap, *topic, *dir)
 	case "get":
 		err = measure(*n, *lookups, *workers, httpLookup(*url))
 	case "store":
@@ -67,6 +72,16 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lookupbench:", err)
 		os.Exit(1)
+	}
+}
+
+// result is the i-th benchmark result, received at recv.
+func result(i int, recv int64) *schemas.IntentResult {
+	return &schemas.IntentResult{
+		IntentID: idOf(i), IntentType: "fraud_check", Agent: "scorer", Outcome: schemas.OutcomeAnswered,
+		Answer:    schemas.Ptr(schemas.JSON(`{"decision":"approve","score":0.12,"reasons":["history","amount"]}`)),
+		SessionID: schemas.Ptr(fmt.Sprintf("session-%07d", i%1_000_000)), Tenant: schemas.Ptr(tenantOf(i)), Attempts: 1,
+		Timeline: schemas.Timeline{ReceivedAt: recv, DispatchedAt: schemas.Ptr(recv + 1), AnsweredAt: schemas.Ptr(recv + 40), ResolvedAt: recv + 41, Deadline: recv + 2000},
 	}
 }
 
@@ -109,13 +124,7 @@ func produce(bootstrap, topic string, n int) error {
 	start := time.Now()
 	for i := range n {
 		id := idOf(i)
-		recv := now - int64(n-i)
-		res := &schemas.IntentResult{
-			IntentID: id, IntentType: "fraud_check", Agent: "scorer", Outcome: schemas.OutcomeAnswered,
-			Answer:    schemas.Ptr(schemas.JSON(`{"decision":"approve","score":0.12,"reasons":["history","amount"]}`)),
-			SessionID: schemas.Ptr(fmt.Sprintf("session-%07d", i%1_000_000)), Tenant: schemas.Ptr(tenantOf(i)), Attempts: 1,
-			Timeline: schemas.Timeline{ReceivedAt: recv, DispatchedAt: schemas.Ptr(recv + 1), AnsweredAt: schemas.Ptr(recv + 40), ResolvedAt: recv + 41, Deadline: recv + 2000},
-		}
+		res := result(i, now-int64(n-i))
 		v, err := codec.Encode(topic, res)
 		if err != nil {
 			return err
@@ -210,5 +219,106 @@ func measure(n, lookups, workers int, look func(id string) (bool, error)) error 
 			return fmt.Errorf("%d %s lookups answered wrongly", wrong.Load(), kind)
 		}
 	}
+	return nil
+}
+
+// fill writes the store in dir through the Materializer, as a rebuild from
+// topic (a results topic <prefix>.result, with <prefix>.timeout and
+// <prefix>.pending beside it) would, but from records generated here in
+// place of the topic's (as many per partition as the topic holds, the ids
+// of 'produce'), without Kafka's fetch: the store then holds the topic's
+// identity and ends, so that an instance started on it resumes through the
+// real path.
+func fill(bootstrap, topic, dir string) error {
+	prefix := strings.TrimSuffix(topic, ".result")
+	codec, err := schemas.NewCodec()
+	if err != nil {
+		return err
+	}
+	store, err := lookup.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close() }()
+	src := &generated{real: kafkaio.Settings{Bootstrap: bootstrap, ClientID: "lookupbench"}, results: topic, codec: codec}
+	m, err := lookup.NewMaterializer(lookup.Config{
+		Results: topic, Timeouts: prefix + ".timeout", Pending: prefix + ".pending",
+		Store: store, Source: src, Codec: codec, FlushRecords: 10_000,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- m.Run(ctx) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !store.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			return fmt.Errorf("the materializer stopped: %v", err)
+		case <-tick.C:
+		}
+	}
+	took := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	if err := store.Flush(); err != nil {
+		return err
+	}
+	fmt.Printf("filled %s with %d results in %s (%.0f/s); %d MB on disk\n", dir, src.made.Load(), took.Round(time.Millisecond),
+		float64(src.made.Load())/took.Seconds(), store.DiskBytes()>>20)
+	return nil
+}
+
+// generated is a lookup.Source that describes the real topics and makes up
+// the results topic's records.
+type generated struct {
+	real    kafkaio.Settings
+	results string
+	codec   *schemas.Codec
+	highs   []int64
+	made    atomic.Int64
+}
+
+func (g *generated) Describe(ctx context.Context, topic string) (lookup.TopicState, error) {
+	st, err := kafkaio.DescribeTopic(ctx, g.real, topic)
+	if topic == g.results {
+		g.highs = st.High
+	}
+	return lookup.TopicState(st), err
+}
+
+func (g *generated) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
+	base, now := 0, time.Now().UnixMilli()
+	for p, high := range g.highs {
+		start := from[g.results][p]
+		if start < 0 {
+			start = 0
+		}
+		for off := start; off < high; off++ {
+			i := base + int(off)
+			v, err := g.codec.Encode(g.results, result(i, now-10_000_000+int64(i)))
+			if err != nil {
+				return err
+			}
+			if err := h.Record(&lookup.Record{Topic: g.results, Partition: int32(p), Offset: off, Key: []byte(idOf(i)), Value: v}); err != nil {
+				return err
+			}
+			g.made.Add(1)
+		}
+		base += int(high)
+		if err := h.EOF(g.results, int32(p)); err != nil {
+			return err
+		}
+	}
+	if err := h.Idle(); err != nil {
+		return err
+	}
+	<-ctx.Done()
 	return nil
 }
