@@ -125,6 +125,13 @@ func (l *intentLookup) Lookup(ctx context.Context, tenant, id string) (IntentSta
 		inflight = false
 	}
 	if res != nil {
+		if to == nil && l.store != nil && res.Outcome != schemas.OutcomeAnswered {
+			// A timeout event read before this instance started is in
+			// the store only.
+			if st, err := l.store.Lookup(ctx, tenantOf(res), id); err == nil {
+				to = st.Timeout
+			}
+		}
 		return IntentStatus{IntentID: id, Tenant: tenantOf(res), Result: res, Timeout: to}, nil
 	}
 	err := ErrIntentNotFound

@@ -244,3 +244,17 @@ func TestSubscribeByIDSendsAResultResolvedElsewhereOnce(t *testing.T) {
 	}
 	c.barrier()
 }
+
+func TestAResultInMemoryGetsItsTimeoutEventFromTheStore(t *testing.T) {
+	store := newFakeLookup()
+	st := stored("", "late", schemas.OutcomeFallbackStatic)
+	st.Timeout = &schemas.IntentTimeout{IntentID: "late", IntentType: "echo", Agent: "agent-a", Deadline: 1100, TimedOutAt: 1101,
+		Reason: schemas.ReasonDeadline, Fallback: schemas.FallbackStatic}
+	store.put(st)
+	h := newHarness(t, withOption(api.WithLookup(store)))
+	h.results.Add(st.Result) // read live; its timeout event came before this instance started
+	_, body := h.do("GET", "/v1/intents/late", "")
+	if b := decode[intentBody](t, body); b.Status != "resolved" || !strings.Contains(events(b), "timed_out") {
+		t.Fatalf("GET: %s", body)
+	}
+}
