@@ -63,6 +63,10 @@ func BenchmarkMaterialize(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	if err := store.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(store.DiskBytes())/float64(b.N), "disk-B/record")
 }
 
 func runtimeGosched() { runtime.Gosched() }
