@@ -25,6 +25,9 @@ import (
 // otherwise: what the store keeps in memory, however many results it holds.
 const DefaultCacheBytes = 32 << 20
 
+// maxOpenTables bounds the tables the store keeps open.
+const maxOpenTables = 256
+
 // Store is the materialised view of every intent's result, timeout event
 // and pending state, persisted in a directory (a pebble database). It
 // implements [api.IntentLookup]. A [Materializer] writes it; lookups may run
@@ -120,10 +123,18 @@ func Open(dir string, opts ...Option) (*Store, error) {
 
 func pebbleOptions(o options, lock *pebble.Lock) *pebble.Options {
 	po := &pebble.Options{CacheSize: o.cacheBytes, Logger: quietLogger{o.log}, Lock: lock, FS: vfs.Default}
+	// Memory that does not grow with the store: the block cache, the
+	// memtables, and at most maxOpenTables open tables (their readers'
+	// metadata), which larger files keep few.
+	po.MaxOpenFiles = maxOpenTables
+	po.TargetFileSizes[0] = 8 << 20 // then ×2 per level
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10) // a miss reads no data block
 	}
-	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
+	// The fastest (pure Go) compression: zstd on the lower levels saved
+	// disk but its cgo decoders' memory made the RSS grow with the store
+	// (BENCHMARKS.md, issue 17).
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionFastest })
 	return po
 }
 
@@ -431,6 +442,14 @@ func at(v []byte) (int32, int64, bool) {
 func (s *Store) DiskBytes() uint64 {
 	m := s.db.Metrics()
 	return m.DiskSpaceUsage()
+}
+
+// MemoryUse describes what the store holds in memory: its block cache,
+// memtables and open tables (for benchmarks and logs).
+func (s *Store) MemoryUse() string {
+	m := s.db.Metrics()
+	return fmt.Sprintf("block cache %d MB of %d entries, memtables %d MB, table cache %d tables, %d sstables",
+		m.BlockCache.Size>>20, m.BlockCache.Count, m.MemTable.Size>>20, m.FileCache.TableCount, m.Total().TablesCount)
 }
 
 // Flush writes the memtable to disk (tests and benchmarks, before a restart

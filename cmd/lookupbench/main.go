@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,7 @@ func main() {
 				_, lerr := s.Lookup(context.Background(), tenantOf(0), id)
 				return lerr == nil, ignoreMiss(lerr)
 			})
+			fmt.Printf("rss: %s; %s; %s\n", rss(), goMemory(), s.MemoryUse())
 			_ = s.Close()
 		}
 	default:
@@ -321,4 +323,25 @@ func (g *generated) Read(ctx context.Context, from map[string][]int64, h lookup.
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// rss returns the process's resident set size, from /proc.
+func rss() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			return strings.Join(strings.Fields(line), " ")
+		}
+	}
+	return "unknown"
+}
+
+// goMemory describes the Go runtime's share of the RSS.
+func goMemory() string {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return fmt.Sprintf("go heap in use %d MB, go sys %d MB", m.HeapInuse>>20, m.Sys>>20)
 }
