@@ -19,10 +19,12 @@ export SWITCHBOARD_CHAOS
 GOLANGCI_LINT_VERSION := v2.15.0
 # The integration run is verbose so that CI logs name every test and show the chaos and
 # black-box counts; this keeps the lines worth reading (results, failures, counts).
-INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:'
+INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:|progress:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
+# promtool (Debian's prometheus package) checks and unit-tests the alert rules.
+PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check
 
 all: build
 
@@ -53,7 +55,24 @@ test-integration:
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
-check: test test-integration
+check: test rules-test test-integration mcp-check
+
+# The Prometheus config and alert rules (deploy/prometheus): promtool check, then the rules'
+# unit tests. Without promtool it says so and passes, except in CI (CI set), where it fails:
+# .ci/run installs it.
+rules-test:
+	@if [[ -z "$(PROMTOOL)" ]]; then \
+		if [[ -n "$${CI:-}" ]]; then echo "rules-test: promtool not found (CI installs Debian's prometheus package)"; exit 1; fi; \
+		echo "rules-test: SKIPPED: promtool not found (apt-get install prometheus provides it)"; exit 0; \
+	fi; \
+	"$(PROMTOOL)" check config deploy/prometheus/prometheus.yml; \
+	"$(PROMTOOL)" check rules deploy/prometheus/alerts.yml; \
+	"$(PROMTOOL)" test rules deploy/prometheus/alerts_test.yml
+
+# Real MCP clients against 'switchboard dev' (deploy/mcp): the conformance suite, the
+# Python and the TypeScript SDKs, installed pinned by deploy/mcp/install.sh.
+mcp-check: build
+	deploy/mcp/check.sh
 
 # Only the chaos test, against the broker test-integration would use.
 chaos:
@@ -83,3 +102,10 @@ lint-tools:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Switchboard against Spring for Apache Kafka's ReplyingKafkaTemplate on one broker, one Java
+# load generator for both (deploy/bench/spring-peer; needs mvn and Java 17). Not part of
+# `make check`: it takes about 15 minutes. KAFKA_BOOTSTRAP names a broker, else kafka.sh
+# starts one on KAFKA_PORT; PEER_* variables shape the run (see run.sh).
+peer-bench:
+	bash deploy/bench/spring-peer/run.sh

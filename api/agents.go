@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -26,14 +27,40 @@ type AgentInfo struct {
 }
 
 // IntentTypeInfo is one configured intent type. Fallback is "cache",
-// "static", "cache+static" or "none".
+// "static", "cache+static" or "none". Title, Description, the schemas and
+// Annotations describe it as a tool (payload.go, and the MCP endpoint);
+// InputSchema, when set, is enforced on POST /v1/intents.
 type IntentTypeInfo struct {
-	Name         string `json:"name"`
-	Agent        string `json:"agent"`
-	TimeoutMs    int64  `json:"timeout_ms"`
-	MinTimeoutMs int64  `json:"min_timeout_ms,omitempty"`
-	MaxTimeoutMs int64  `json:"max_timeout_ms,omitempty"`
-	Fallback     string `json:"fallback"`
+	Name         string           `json:"name"`
+	Agent        string           `json:"agent"`
+	TimeoutMs    int64            `json:"timeout_ms"`
+	MinTimeoutMs int64            `json:"min_timeout_ms,omitempty"`
+	MaxTimeoutMs int64            `json:"max_timeout_ms,omitempty"`
+	Fallback     string           `json:"fallback"`
+	Title        string           `json:"title,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  *payload.Schema  `json:"input_schema,omitempty"`
+	OutputSchema *payload.Schema  `json:"output_schema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ToolAnnotations are an intent type's MCP tool annotations: hints, never
+// enforced. A nil field is not stated.
+type ToolAnnotations struct {
+	ReadOnly    *bool `json:"read_only,omitempty"`
+	Destructive *bool `json:"destructive,omitempty"`
+	Idempotent  *bool `json:"idempotent,omitempty"`
+	OpenWorld   *bool `json:"open_world,omitempty"`
+}
+
+// IntentType returns the configured intent type called name.
+func (c Catalog) IntentType(name string) (IntentTypeInfo, bool) {
+	for _, t := range c.IntentTypes {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return IntentTypeInfo{}, false
 }
 
 // WithCatalog sets what GET /v1/agents and GET /v1/intent-types report as
@@ -45,6 +72,11 @@ func WithCatalog(c Catalog) Option { return func(o *options) { o.catalog = c } }
 // breaker's. f must be quick and safe for concurrent use; nil results are
 // left out.
 func WithAgentState(f func(agent string) any) Option { return func(o *options) { o.agentState = f } }
+
+// WithAgentLag adds f(agent) as the "lag" of each agent in GET /v1/agents:
+// how far its consumer group is behind its topic (router/lag's AgentLag).
+// f must be quick and safe for concurrent use; nil results are left out.
+func WithAgentLag(f func(agent string) any) Option { return func(o *options) { o.agentLag = f } }
 
 // Counts are the live counts of an agent or intent type, from the results
 // and timeouts this instance has read since it started, and the intents
@@ -63,8 +95,7 @@ type Counts struct {
 type stats struct {
 	all      *tally
 	tenants  map[string]*tally
-	inflight map[string]flight // intents submitted here with no result yet
-	owner    map[string]string // intent id → tenant, of those of them that have one
+	inflight map[intentKey]flight // intents submitted here with no result yet
 
 	// In-flight intents expire ttl after their submission (the router may
 	// drop an intent without a result: a duplicate, say): flights holds
@@ -85,8 +116,8 @@ type flight struct {
 }
 
 type flightRef struct {
-	id string
-	at int64
+	key intentKey
+	at  int64
 }
 
 // tally is the counts of one tenant, or of all.
@@ -123,7 +154,7 @@ const (
 )
 
 func newStats() stats {
-	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[string]flight{}, owner: map[string]string{}, perTenant: map[string]int{}}
+	return stats{all: newTally(), tenants: map[string]*tally{}, inflight: map[intentKey]flight{}, perTenant: map[string]int{}}
 }
 
 // maxCounted caps the agents and intent types counted: results name them
@@ -154,24 +185,22 @@ func (s *stats) addResult(res *schemas.IntentResult) {
 			c.LastResult = max(c.LastResult, res.Timeline.ResolvedAt)
 		}
 	}
-	s.land(res.IntentID)
+	s.land(keyOf(res))
 }
 
 // land ends an intent's flight, if it is in flight.
-func (s *stats) land(id string) {
-	f, ok := s.inflight[id]
+func (s *stats) land(k intentKey) {
+	f, ok := s.inflight[k]
 	if !ok {
 		return
 	}
-	tenant := s.owner[id]
-	for _, tl := range s.tallies(tenant) {
+	for _, tl := range s.tallies(k.tenant) {
 		counts(tl.byType, f.intentType).InFlight--
 	}
-	if s.perTenant[tenant]--; s.perTenant[tenant] <= 0 {
-		delete(s.perTenant, tenant)
+	if s.perTenant[k.tenant]--; s.perTenant[k.tenant] <= 0 {
+		delete(s.perTenant, k.tenant)
 	}
-	delete(s.inflight, id)
-	delete(s.owner, id)
+	delete(s.inflight, k)
 }
 
 // expire ends the flights submitted more than ttl ago, and drops the
@@ -182,8 +211,8 @@ func (s *stats) expire() {
 		n := 0
 		for ; n < len(s.flights) && s.flights[n].at <= cut; n++ {
 			ref := s.flights[n]
-			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
-				s.land(ref.id)
+			if f, ok := s.inflight[ref.key]; ok && f.at == ref.at {
+				s.land(ref.key)
 			}
 		}
 		s.flights = s.flights[n:]
@@ -191,7 +220,7 @@ func (s *stats) expire() {
 	if len(s.flights) > 2*len(s.inflight)+1024 {
 		kept := make([]flightRef, 0, len(s.inflight))
 		for _, ref := range s.flights {
-			if f, ok := s.inflight[ref.id]; ok && f.at == ref.at {
+			if f, ok := s.inflight[ref.key]; ok && f.at == ref.at {
 				kept = append(kept, ref)
 			}
 		}
@@ -218,28 +247,26 @@ func (s *stats) addTimeout(t *schemas.IntentTimeout) {
 	}
 }
 
-// submitted counts an intent published through this instance as in flight
-// until its result arrives. tenant is the intent's ("" for none).
-func (r *Results) submitted(id, intentType, tenant string) {
+// submitted counts an intent (tenant and id) published through this
+// instance as in flight until its result arrives.
+func (r *Results) submitted(k intentKey, intentType string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, done := r.byID[id]; done {
+	if e := r.st.get(k); e != nil && e.res != nil {
 		return
 	}
 	r.stats.expire()
-	if _, ok := r.stats.inflight[id]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
+	tenant := k.tenant
+	if _, ok := r.stats.inflight[k]; ok || len(r.stats.inflight) >= maxInflight || r.stats.perTenant[tenant] >= maxInflightPerTenant {
 		return
 	}
 	var at int64
 	if r.stats.clock != nil {
 		at = r.stats.clock.Now().UnixNano()
 	}
-	r.stats.inflight[id] = flight{intentType: intentType, at: at}
-	r.stats.flights = append(r.stats.flights, flightRef{id: id, at: at})
+	r.stats.inflight[k] = flight{intentType: intentType, at: at}
+	r.stats.flights = append(r.stats.flights, flightRef{key: k, at: at})
 	r.stats.perTenant[tenant]++
-	if tenant != "" {
-		r.stats.owner[id] = tenant
-	}
 	for _, tl := range r.stats.tallies(tenant) {
 		counts(tl.byType, intentType).InFlight++
 	}
@@ -278,6 +305,7 @@ type agentView struct {
 	Configured bool   `json:"configured"`
 	Counts     Counts `json:"counts"`
 	State      any    `json:"state,omitempty"`
+	Lag        any    `json:"lag,omitempty"`
 }
 
 type intentTypeView struct {
@@ -306,6 +334,11 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	if s.agentState != nil {
 		for i := range out {
 			out[i].State = s.agentState(out[i].Name)
+		}
+	}
+	if s.agentLag != nil {
+		for i := range out {
+			out[i].Lag = s.agentLag(out[i].Name)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": out})

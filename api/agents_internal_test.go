@@ -10,9 +10,9 @@ import (
 func TestInFlightCapIsPerTenant(t *testing.T) {
 	r := NewResults(0)
 	for i := range maxInflightPerTenant + 1 {
-		r.submitted(fmt.Sprintf("a-%d", i), "echo", "acme")
+		r.submitted(intentKey{"acme", fmt.Sprintf("a-%d", i)}, "echo")
 	}
-	r.submitted("g-1", "echo", "globex")
+	r.submitted(intentKey{"globex", "g-1"}, "echo")
 	acme := r.snapshot(&principal{tenant: "acme"}, false)["echo"].InFlight
 	globex := r.snapshot(&principal{tenant: "globex"}, false)["echo"].InFlight
 	if acme != maxInflightPerTenant || globex != 1 {

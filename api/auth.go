@@ -98,9 +98,24 @@ type JWTConfig struct {
 	TenantClaim string
 	// Leeway allows for clock skew on exp, nbf and iat.
 	Leeway time.Duration
+	// JWKSURL, if set, is where RS256 keys are fetched (a JWKS document,
+	// RFC 7517), besides RS256PublicKeys: cached, refreshed every
+	// JWKSRefresh and when a token names an unknown key id, each fetch
+	// bounded in time and size (jwks.go).
+	JWKSURL     string
+	JWKSRefresh time.Duration
+	// Resource is this server's MCP resource identifier for the
+	// protected-resource metadata (RFC 9728), e.g.
+	// https://switchboard.example.com/mcp. Default: the request's origin +
+	// /mcp.
+	Resource string
+	// AuthorizationServers are named in that metadata. Default: Issuer.
+	AuthorizationServers []string
 }
 
-func (j JWTConfig) enabled() bool { return len(j.HS256Secret) > 0 || len(j.RS256PublicKeys) > 0 }
+func (j JWTConfig) enabled() bool {
+	return len(j.HS256Secret) > 0 || len(j.RS256PublicKeys) > 0 || j.JWKSURL != ""
+}
 
 func (a *AuthConfig) setDefaults() {
 	if a.PublicPaths == nil {
@@ -143,6 +158,12 @@ func (a AuthConfig) validate() error {
 	if n := len(j.HS256Secret); n > 0 && n < MinHS256SecretBytes {
 		return bad("JWT.HS256Secret has %d bytes; use at least %d", n, MinHS256SecretBytes)
 	}
+	if j.JWKSURL != "" && !strings.HasPrefix(j.JWKSURL, "https://") && !strings.HasPrefix(j.JWKSURL, "http://") {
+		return bad("JWT.JWKSURL %q is not an http(s) URL", j.JWKSURL)
+	}
+	if j.JWKSRefresh < 0 {
+		return bad("JWT.JWKSRefresh is negative (%v)", j.JWKSRefresh)
+	}
 	for i, k := range j.RS256PublicKeys {
 		if k == nil || k.N == nil || k.N.BitLen() < 2048 {
 			return bad("JWT.RS256PublicKeys[%d] is not an RSA public key of at least 2048 bits", i)
@@ -166,11 +187,12 @@ func (a AuthConfig) validate() error {
 }
 
 // DataPath reports whether path is one of the API's routes that serve
-// tenants' data (everything under /v1/ except the OpenAPI document). Such a
+// tenants' data (everything under /v1/ except the OpenAPI document, and
+// the MCP endpoint). Such a
 // path cannot be public: without a credential there is no tenant to scope it
 // to.
 func DataPath(path string) bool {
-	return strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json"
+	return (strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json") || path == MCPPath
 }
 
 // checkTenant accepts what intents.Validate accepts in an intent's tenant.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 
@@ -67,10 +70,15 @@ type authenticator struct {
 	rs256  jwt.VerificationKeySet
 	claim  string
 	public map[string]bool
+	jwks   *jwks // nil: no JWKS URL
 }
 
-func newAuthenticator(cfg AuthConfig, clock clockwork.Clock) *authenticator {
+func newAuthenticator(cfg AuthConfig, clock clockwork.Clock, log *slog.Logger) *authenticator {
 	a := &authenticator{keys: cfg.APIKeys, claim: cfg.JWT.TenantClaim, public: map[string]bool{}}
+	if cfg.Required && cfg.JWT.enabled() {
+		// The protected-resource metadata is public (RFC 9728).
+		a.public[wellKnownPRM], a.public[wellKnownPRMMCP] = true, true
+	}
 	for _, p := range cfg.PublicPaths {
 		a.public[p] = true
 	}
@@ -83,11 +91,14 @@ func newAuthenticator(cfg AuthConfig, clock clockwork.Clock) *authenticator {
 		a.hs256 = j.HS256Secret
 		algs = append(algs, jwt.SigningMethodHS256.Alg())
 	}
-	if len(j.RS256PublicKeys) > 0 {
+	if len(j.RS256PublicKeys) > 0 || j.JWKSURL != "" {
 		for _, k := range j.RS256PublicKeys {
 			a.rs256.Keys = append(a.rs256.Keys, k)
 		}
 		algs = append(algs, jwt.SigningMethodRS256.Alg())
+	}
+	if j.JWKSURL != "" {
+		a.jwks = newJWKS(j.JWKSURL, j.JWKSRefresh, clock, log)
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(algs),
@@ -186,6 +197,11 @@ func (a *authenticator) checkJWT(token string) (*principal, *authError) {
 	}
 	claims := jwt.MapClaims{}
 	_, err := a.jwt.ParseWithClaims(token, claims, a.key)
+	if err == nil || errors.Is(err, jwt.ErrTokenInvalidClaims) { // the signature held
+		if name := badNumericDate(claims); name != "" {
+			return nil, unauthorized(codeInvalidToken, "the token's %s is not a NumericDate between 1970 and 9999", name)
+		}
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, jwt.ErrTokenExpired):
@@ -221,9 +237,49 @@ func (a *authenticator) key(t *jwt.Token) (any, error) {
 			return a.hs256, nil
 		}
 	case *jwt.SigningMethodRSA:
-		if len(a.rs256.Keys) > 0 {
-			return a.rs256, nil
+		set := a.rs256
+		if a.jwks != nil {
+			kid, _ := t.Header["kid"].(string)
+			set = jwt.VerificationKeySet{Keys: append([]jwt.VerificationKey(nil), a.rs256.Keys...)}
+			for _, k := range a.jwks.keysFor(kid) {
+				set.Keys = append(set.Keys, k)
+			}
+		}
+		if len(set.Keys) > 0 {
+			return set, nil
 		}
 	}
 	return nil, jwt.ErrTokenUnverifiable
+}
+
+// maxNumericDate is 9999-12-31T23:59:59Z in seconds: beyond it a
+// NumericDate overflows time arithmetic (exp: 1e300 would read as long
+// past, and be reported as expired rather than invalid).
+const maxNumericDate = 253402300799
+
+// badNumericDate names the first of exp, nbf and iat that is present but
+// not a number of seconds from 0 to maxNumericDate, or returns "".
+func badNumericDate(c jwt.MapClaims) string {
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		v, ok := c[name]
+		if !ok {
+			continue
+		}
+		var f float64
+		switch n := v.(type) {
+		case float64:
+			f = n
+		case json.Number:
+			var err error
+			if f, err = n.Float64(); err != nil {
+				return name
+			}
+		default:
+			return name
+		}
+		if math.IsNaN(f) || f < 0 || f > maxNumericDate {
+			return name
+		}
+	}
+	return ""
 }

@@ -62,11 +62,14 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Resolved on any instance: this one's memory or the lookup store.
-	// Another tenant's resolved intent is answered as an unknown one (202:
-	// the record goes out with the caller's tenant and the router ignores
-	// it), so that its existence is not revealed.
-	if st, err := s.lookup.Lookup(r.Context(), lookupTenant(principalFrom(r.Context())), id); err == nil && st.Resolved() {
+	// Only the caller's tenant's intent counts (the tenant-less one with
+	// authentication off, as the cancel record says), resolved on any
+	// instance: this one's memory or the lookup store. Another tenant's
+	// resolved intent with this id is answered as an unknown one (202: the
+	// record goes out with the caller's tenant and the router ignores it),
+	// so that its existence is not revealed.
+	tenant := deref(tenantPtr(principalFrom(r.Context())))
+	if st, err := s.lookup.Lookup(r.Context(), tenant, id); err == nil && st.Resolved() {
 		res := st.Result
 		var body resolvedError
 		body.Error.errorBody = errorBody{
@@ -80,10 +83,7 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 	// An intent still pending has no tenant this instance knows: the
 	// record carries the caller's, and the router cancels only an intent of
 	// that tenant.
-	c := intents.Cancel{IntentID: id, Reason: reason}
-	if p := principalFrom(r.Context()); p != nil {
-		c.Tenant = p.tenant
-	}
+	c := intents.Cancel{IntentID: id, Reason: reason, Tenant: tenant}
 	if err := s.pub.PublishCancel(r.Context(), c); err != nil {
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "publish cancel failed", slog.String("intent_id", id), slog.Any("error", err))
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the cancellation could not be published; retry", "")
@@ -103,10 +103,7 @@ func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, b
 		dec.DisallowUnknownFields()
 		var b cancelBody
 		if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
-					fmt.Sprintf("the body is larger than the limit of %d bytes", mbe.Limit), "")
+			if s.writeBodyError(w, err) {
 				return "", false
 			}
 			writeError(w, http.StatusBadRequest, codeInvalidJSON,
@@ -114,6 +111,9 @@ func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, b
 			return "", false
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			if s.writeBodyError(w, err) {
+				return "", false
+			}
 			writeError(w, http.StatusBadRequest, codeInvalidJSON, errTrailingData.Error(), "")
 			return "", false
 		}

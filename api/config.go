@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -23,7 +24,10 @@ const (
 	DefaultMaxMessageBytes   = 64 << 10
 	DefaultMaxSubscriptions  = 1000
 	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyReadTimeout   = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultSendQueueBytes    = 8 << 20
 	DefaultShutdownTimeout   = 10 * time.Second
 )
 
@@ -38,13 +42,26 @@ type Config struct {
 	// MaxWait caps the ?wait of POST /v1/intents.
 	MaxWait time.Duration
 
-	// MaxBodyBytes caps the body of POST /v1/intents; a larger body gets 413.
+	// MaxBodyBytes caps a request's body (POST /v1/intents, DELETE's
+	// reason); a larger body gets 413, at once if its Content-Length says so
+	// (body.go).
 	MaxBodyBytes int64
+
+	// BodyReadTimeout is how long a request's body may take to arrive whole,
+	// from the end of its headers (on the injected clock); a slower one gets
+	// 408 body_timeout and the connection is closed (body.go).
+	BodyReadTimeout time.Duration
 
 	// SendQueue is the number of messages queued for one WebSocket client.
 	// A client whose queue is full is disconnected with close code 1013 (try
 	// again later): a slow client never holds up Results.Add or other clients.
 	SendQueue int
+
+	// SendQueueBytes caps the bytes queued for one WebSocket client besides
+	// the count: a message that would take the queue past it closes the
+	// client with 1013 like a full queue (a message is always accepted into
+	// an empty queue, however large).
+	SendQueueBytes int
 
 	// PingPeriod is how often the server pings WebSocket clients and checks
 	// their liveness. It must be shorter than PongWait.
@@ -94,9 +111,13 @@ type Config struct {
 	MaxReplays          int
 	MaxReplaysPerTenant int
 
-	// ReadHeaderTimeout and IdleTimeout are passed to http.Server by Run.
+	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes are passed to
+	// http.Server by Run: how long a request's headers may take to arrive,
+	// how long a keep-alive connection may wait for its next request, and
+	// how large the headers may be (a larger request gets 431).
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 
 	// ShutdownTimeout bounds the graceful shutdown Run performs when its
 	// context ends (measured on the injected clock).
@@ -117,6 +138,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.SendQueue == 0 {
 		c.SendQueue = DefaultSendQueue
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if c.PingPeriod == 0 {
 		c.PingPeriod = DefaultPingPeriod
@@ -162,6 +192,7 @@ func (c Config) Validate() error {
 		{"PongWait", c.PongWait},
 		{"WriteWait", c.WriteWait},
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout},
+		{"BodyReadTimeout", c.BodyReadTimeout},
 		{"IdleTimeout", c.IdleTimeout},
 		{"ShutdownTimeout", c.ShutdownTimeout},
 	} {
@@ -180,6 +211,12 @@ func (c Config) Validate() error {
 	}
 	if c.SendQueue < 0 {
 		return fmt.Errorf("%w: SendQueue is negative (%d)", ErrInvalidConfig, c.SendQueue)
+	}
+	if c.SendQueueBytes < 0 {
+		return fmt.Errorf("%w: SendQueueBytes is negative (%d)", ErrInvalidConfig, c.SendQueueBytes)
+	}
+	if c.MaxHeaderBytes < 0 {
+		return fmt.Errorf("%w: MaxHeaderBytes is negative (%d)", ErrInvalidConfig, c.MaxHeaderBytes)
 	}
 	if c.MaxSubscriptions < 0 {
 		return fmt.Errorf("%w: MaxSubscriptions is negative (%d)", ErrInvalidConfig, c.MaxSubscriptions)
@@ -213,6 +250,8 @@ type options struct {
 	catalog    Catalog
 	agentState func(agent string) any
 	lookup     IntentLookup // nil: this instance's memory only (intentlookup.go)
+	agentLag   func(agent string) any
+	mcp        http.Handler
 
 	idempotencyWindow time.Duration
 }

@@ -15,6 +15,14 @@ var (
 	// [New] when a dependency or an option is missing or invalid.
 	ErrInvalidConfig = errors.New("api: invalid config")
 
+	// errBodyTimeout wraps the error of a request body's read that
+	// Config.BodyReadTimeout ended (body.go).
+	errBodyTimeout = errors.New("api: request body read timed out")
+
+	// errAborted ends a slow client's writes: its writer closes it with
+	// 1013 (streamSocket.abort).
+	errAborted = errors.New("api: writes to a slow client aborted")
+
 	// errTooManySubscriptions is what a WebSocket client gets when a
 	// subscription would take it over Config.MaxSubscriptions.
 	errTooManySubscriptions = errors.New("too many subscriptions")

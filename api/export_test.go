@@ -15,8 +15,24 @@ type sinkFunc func([]byte)
 
 func (f sinkFunc) deliver(b []byte) { f(b) }
 
-// Middleware wraps h in the server's middleware (observe, recoverer).
-func Middleware(s *Server, h http.Handler) http.Handler { return s.observe(s.recoverer(h)) }
+// Middleware wraps h in the server's middleware (observe, limitBody,
+// recoverer).
+func Middleware(s *Server, h http.Handler) http.Handler {
+	return s.observe(s.limitBody(s.recoverer(h)))
+}
 
 // CheckConns runs the keepalive check once, now.
 func CheckConns(s *Server) { s.checkConns() }
+
+// WriteInProgress reports whether some stream connection's writer is in a
+// blocking write (what the keepalive check times).
+func WriteInProgress(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.writingSince.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}

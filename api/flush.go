@@ -125,18 +125,23 @@ func (c *wsConn) flushNow(buf []byte) (int, []byte) {
 	for _, msg := range msgs {
 		buf = appendTextFrame(buf, msg)
 	}
-	if len(out.unsent) > 0 { // the writer has not written it yet: stay behind it
+	if len(out.unsent) > 0 || out.aborting.Load() { // the writer has not written it yet: stay behind it
 		out.unsent = append(out.unsent, buf...)
 		c.handOver()
 		return len(msgs), buf
 	}
 	n, err := out.writeNow(buf)
-	if err != nil {
+	switch {
+	case out.aborted(err): // a slow client: the writer closes
+		out.keepUnsentLocked(buf, 0, n)
+		c.handOver()
+		return len(msgs), buf
+	case err != nil:
 		_ = out.Close() // the reader and the writer end
 		return 0, buf
 	}
 	if n < len(buf) {
-		out.unsent = append(out.unsent, buf[n:]...)
+		out.keepUnsentLocked(buf, 0, n)
 		c.handOver()
 	} else {
 		c.signalWrote()
@@ -157,6 +162,10 @@ func (c *wsConn) drain(buf []byte) ([]byte, error) {
 			out.mu.Unlock()
 			return buf, err
 		}
+		if out.aborting.Load() { // a slow client: the writer closes
+			out.mu.Unlock()
+			return buf, errAborted
+		}
 		msgs := c.queue.takeOrRelease()
 		if len(msgs) == 0 {
 			out.mu.Unlock()
@@ -172,7 +181,10 @@ func (c *wsConn) drain(buf []byte) ([]byte, error) {
 		for _, msg := range msgs {
 			buf = appendTextFrame(buf, msg)
 		}
-		_, err := out.Conn.Write(buf)
+		n, err := out.Conn.Write(buf)
+		if err != nil {
+			out.keepUnsentLocked(buf, 0, n)
+		}
 		out.mu.Unlock()
 		c.queue.done(msgs)
 		if err != nil {

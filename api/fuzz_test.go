@@ -21,7 +21,7 @@ import (
 func newFuzzConn(s *Server) *wsConn {
 	c := &wsConn{
 		srv:        s,
-		queue:      newSendQueue(s.cfg.SendQueue),
+		queue:      newSendQueue(s.cfg.SendQueue, s.cfg.SendQueueBytes),
 		ping:       make(chan struct{}, 1),
 		slow:       make(chan struct{}),
 		away:       make(chan struct{}),

@@ -23,8 +23,8 @@ const (
 // CORS answers: what a browser page on an allowed origin may send and read.
 const (
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Traceparent, X-API-Key"
-	corsExposeHeaders = "Location, WWW-Authenticate, Idempotent-Replayed"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Traceparent, X-API-Key, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID"
+	corsExposeHeaders = "Location, WWW-Authenticate, Idempotent-Replayed, Mcp-Session-Id"
 	corsMaxAge        = "600"
 )
 
@@ -88,6 +88,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *authError) {
 		slog.String("code", e.code), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
 	if e.status == http.StatusUnauthorized {
 		v := `Bearer realm="switchboard"`
+		if s.prmEnabled() {
+			v += `, resource_metadata="` + s.resourceMetadataURL(r) + `"`
+		}
 		if e.code != codeUnauthenticated {
 			v += `, error="invalid_token", error_description="` + strings.ReplaceAll(e.message, `"`, `'`) + `"`
 		}

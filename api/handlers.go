@@ -1,17 +1,22 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jonboulle/clockwork"
@@ -25,6 +30,14 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	wait, err := parseWait(r.URL.Query(), s.cfg.MaxWait)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "wait")
+		return
+	}
+	stream, err := parseStream(r.URL.Query())
+	if err == nil && stream && wait > 0 {
+		err = errors.New("wait and stream=sse do not combine: the stream ends with the result")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "stream")
 		return
 	}
 	req, ok := s.decodeIntent(w, r)
@@ -60,8 +73,12 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if !s.checkPayload(w, req) {
+		return
+	}
 
 	publish := true
+	finished := func() {}
 	if id, finish, ok := s.claimIdempotency(w, r, key, req, explicitID, fp); !ok {
 		return
 	} else if finish == nil {
@@ -69,21 +86,35 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		s.front.repeats.Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
-		defer func() { finish(publish) }() // publish is false if it failed
+		finished = sync.OnceFunc(func() { finish(publish) }) // publish is false if it failed
+		defer finished()
 	}
 
 	// With ?wait, register the waiter before publishing, so that however
-	// fast the result comes back it finds us.
+	// fast the result comes back it finds us. The intent is the request's
+	// tenant's (the credential's, with authentication on).
+	ik := intentKey{deref(req.Tenant), req.IntentID}
 	var (
 		res *schemas.IntentResult
 		wt  *waiter
 	)
 	if wait > 0 {
-		res, wt = s.awaitVisible(p, req.IntentID)
+		res, wt = s.results.await(ik)
 		defer s.results.release(wt)
 		if res == nil && explicitID { // resolved before, maybe on another instance
-			res = s.lookup.stored(r.Context(), lookupTenant(p), req.IntentID)
+			res = s.lookup.stored(r.Context(), ik.tenant, req.IntentID)
 		}
+	}
+	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
+	if stream {
+		if !s.admitStream(p) {
+			publish = false // nothing was: a retry with the same key publishes
+			s.refuseStream(w, p)
+			return
+		}
+		defer s.releaseStream(p)
+		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.cfg.SendQueue)
+		defer watch.Close()
 	}
 	if publish {
 		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
@@ -95,8 +126,14 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.results.submitted(req.IntentID, req.IntentType, deref(req.Tenant))
+	s.results.submitted(ik, req.IntentType)
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
+	if watch != nil {
+		finished() // repeats need not wait for the stream to end
+		w.Header().Set("Location", location)
+		s.streamEvents(w, r, watch, req.IntentID, sseFrom{}, &accepted{IntentID: req.IntentID, Status: "accepted"})
+		return
+	}
 	if wait <= 0 {
 		w.Header().Set("Location", location)
 		writeJSON(w, http.StatusAccepted, accepted{IntentID: req.IntentID})
@@ -104,9 +141,6 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	if res == nil {
 		res = s.waitFor(r.Context(), wt, wait)
-	}
-	if !visible(p, res) { // another tenant's intent under the same id
-		res = nil
 	}
 	if res == nil {
 		w.Header().Set("Location", location)
@@ -157,16 +191,32 @@ func parseWait(q url.Values, max time.Duration) (time.Duration, error) {
 // decodeIntent reads the body as one JSON object with the fields of an
 // IntentRequest. On failure it has answered and returns false.
 func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.IntentRequest, bool) {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		if !s.writeBodyError(w, err) {
+			writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body could not be read: "+err.Error(), "")
+		}
+		return nil, false
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would read each bad sequence as U+FFFD, so two
+		// distinct ids would become one.
+		field, code := invalidUTF8Field(raw), codeInvalidIntent
+		if field == "" {
+			code = codeInvalidJSON
+		}
+		writeError(w, http.StatusBadRequest, code, "must be valid UTF-8 (JSON text is)", field)
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var req schemas.IntentRequest
-	err := dec.Decode(&req)
+	err = dec.Decode(&req)
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errTrailingData
 			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
+			if errors.As(terr, &mbe) || errors.Is(terr, errBodyTimeout) {
 				err = terr
 			}
 		}
@@ -175,14 +225,11 @@ func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.
 		return &req, true
 	}
 	var (
-		mbe *http.MaxBytesError
 		syn *json.SyntaxError
 		typ *json.UnmarshalTypeError
 	)
 	switch {
-	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
-			fmt.Sprintf("the body is larger than the limit of %d bytes", mbe.Limit), "")
+	case s.writeBodyError(w, err):
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, codeInvalidJSON, "the body is empty: expected a JSON object with the intent's fields", "")
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
@@ -202,6 +249,22 @@ func (s *Server) decodeIntent(w http.ResponseWriter, r *http.Request) (*schemas.
 }
 
 var errTrailingData = errors.New("the body must hold exactly one JSON object")
+
+// invalidUTF8Field names the first top-level field (in name order) of a JSON
+// object whose value is not valid UTF-8, or "" if none is (the bad bytes
+// are in a name, or raw is not an object).
+func invalidUTF8Field(raw []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !utf8.Valid(m[k]) && utf8.ValidString(k) {
+			return k
+		}
+	}
+	return ""
+}
 
 // jsonKind names the JSON type a Go type decodes from.
 func jsonKind(e *json.UnmarshalTypeError) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,14 +40,64 @@ type harness struct {
 type harnessOpt func(*harnessSetup)
 
 type harnessSetup struct {
-	cfg      api.Config
-	capacity int
-	opts     []api.Option
+	cfg         api.Config
+	capacity    int
+	opts        []api.Option
+	sendBuffers int // SO_SNDBUF of accepted connections; 0: the system's
+	deadlines   chan time.Time
 }
 
 func withConfig(f func(*api.Config)) harnessOpt { return func(h *harnessSetup) { f(&h.cfg) } }
 func withCapacity(n int) harnessOpt             { return func(h *harnessSetup) { h.capacity = n } }
 func withOption(o api.Option) harnessOpt        { return func(h *harnessSetup) { h.opts = append(h.opts, o) } }
+
+// withSendBuffers makes the server's sockets buffer at most about n bytes
+// (the kernel doubles it), so a client that stops reading fills them fast.
+func withSendBuffers(n int) harnessOpt { return func(h *harnessSetup) { h.sendBuffers = n } }
+
+// withWriteDeadlines sends every write deadline set on the server's
+// sockets to c (dropping those c has no room for).
+func withWriteDeadlines(c chan time.Time) harnessOpt {
+	return func(h *harnessSetup) { h.deadlines = c }
+}
+
+// testListener sets SO_SNDBUF on every accepted connection, and records
+// write deadlines.
+type testListener struct {
+	net.Listener
+	n         int
+	deadlines chan time.Time
+}
+
+func (l testListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c, err
+	}
+	if l.n > 0 {
+		_ = tc.SetWriteBuffer(l.n)
+	}
+	if l.deadlines != nil {
+		return deadlineConn{tc, l.deadlines}, nil
+	}
+	return c, err
+}
+
+// deadlineConn is a TCP connection (non-blocking writes included) that
+// reports its write deadlines.
+type deadlineConn struct {
+	*net.TCPConn
+	deadlines chan time.Time
+}
+
+func (c deadlineConn) SetWriteDeadline(t time.Time) error {
+	select {
+	case c.deadlines <- t:
+	default:
+	}
+	return c.TCPConn.SetWriteDeadline(t)
+}
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -76,7 +127,11 @@ func newHarness(t *testing.T, hopts ...harnessOpt) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	h.srv = srv
-	h.ts = httptest.NewServer(srv.Handler())
+	h.ts = httptest.NewUnstartedServer(srv.Handler())
+	if setup.sendBuffers > 0 || setup.deadlines != nil {
+		h.ts.Listener = testListener{h.ts.Listener, setup.sendBuffers, setup.deadlines}
+	}
+	h.ts.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -218,13 +273,14 @@ func result(id, intentType, session string) *schemas.IntentResult {
 // --- WebSocket client helpers ---
 
 type serverMsg struct {
-	Type          string                 `json:"type"`
-	Cursor        string                 `json:"cursor"`
-	Result        *schemas.IntentResult  `json:"result"`
-	Timeout       *schemas.IntentTimeout `json:"timeout"`
-	Replayed      int                    `json:"replayed"`
-	Subscriptions json.RawMessage        `json:"subscriptions"`
-	Subscription  json.RawMessage        `json:"subscription"`
+	Type          string                  `json:"type"`
+	Cursor        string                  `json:"cursor"`
+	Result        *schemas.IntentResult   `json:"result"`
+	Timeout       *schemas.IntentTimeout  `json:"timeout"`
+	Progress      *schemas.IntentProgress `json:"progress"`
+	Replayed      int                     `json:"replayed"`
+	Subscriptions json.RawMessage         `json:"subscriptions"`
+	Subscription  json.RawMessage         `json:"subscription"`
 	Error         *struct {
 		Code     string `json:"code"`
 		Message  string `json:"message"`
@@ -333,4 +389,14 @@ func httptestRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder
 func mustRequest(t *testing.T, method, path string) *http.Request {
 	t.Helper()
 	return httptest.NewRequest(method, path, nil)
+}
+
+// blockUntilWaiting returns once the published-th request has been
+// published and a timer waits on the clock: a ?wait request's. (The body's
+// read timer, started earlier, has stopped by then: the body is read
+// before the request is published.)
+func (h *harness) blockUntilWaiting(ctx context.Context, published int) error {
+	h.t.Helper()
+	eventually(h.t, "the request published", func() bool { return len(h.pub.Requests()) >= published })
+	return h.clock.BlockUntilContext(ctx, 1)
 }

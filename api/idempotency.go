@@ -22,8 +22,13 @@ const DefaultIdempotencyWindow = 10 * time.Minute
 
 // maxIdempotencyKeys caps the keys remembered; past it the oldest are
 // forgotten early (the router's dedup still drops a second publish of the
-// same intent_id).
-const maxIdempotencyKeys = 100_000
+// same intent_id). maxIdempotencyKeysPerTenant caps one tenant's: past it
+// its own oldest are forgotten, so that one tenant's flood of keys cannot
+// push out another's (whose retry would then publish a second intent).
+const (
+	maxIdempotencyKeys          = 100_000
+	maxIdempotencyKeysPerTenant = 10_000
+)
 
 // maxIdempotencyKeyLen caps an Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
@@ -49,12 +54,23 @@ type idempotency struct {
 	clock  clockwork.Clock
 	window time.Duration
 
-	mu    sync.Mutex
-	keys  map[string]*idemEntry
-	order []string // keys in insertion order, for expiry
+	mu        sync.Mutex
+	keys      map[string]*idemEntry
+	order     []*idemEntry // in insertion order, for expiry
+	perTenant map[string]*tenantKeys
+}
+
+// tenantKeys is one tenant's remembered keys: how many, and in insertion
+// order (entries already forgotten are skipped, and dropped when they
+// outnumber the live ones).
+type tenantKeys struct {
+	n     int
+	order []*idemEntry
 }
 
 type idemEntry struct {
+	key       string
+	tenant    string
 	id        string
 	fp        [32]byte
 	expires   int64         // unix nanos; 0 while the first publish is in progress
@@ -66,7 +82,7 @@ func newIdempotency(clock clockwork.Clock, window time.Duration) *idempotency {
 	if window <= 0 {
 		window = DefaultIdempotencyWindow
 	}
-	return &idempotency{clock: clock, window: window, keys: map[string]*idemEntry{}}
+	return &idempotency{clock: clock, window: window, keys: map[string]*idemEntry{}, perTenant: map[string]*tenantKeys{}}
 }
 
 // fingerprint hashes what makes an intent the same intent: every field but
@@ -84,15 +100,14 @@ func fingerprint(req *schemas.IntentRequest) [32]byte {
 // progress to finish; if that failed, the caller takes over with its id),
 // and a nil finish: nothing to publish. A known key with another
 // fingerprint, or with another explicit intent id, is errIdempotencyMismatch.
-func (m *idempotency) claim(ctx context.Context, key, id string, explicitID bool, fp [32]byte) (string, func(bool), error) {
+func (m *idempotency) claim(ctx context.Context, tenant, key, id string, explicitID bool, fp [32]byte) (string, func(bool), error) {
 	for {
 		m.mu.Lock()
 		m.expire()
 		e, ok := m.keys[key]
 		if !ok {
-			e = &idemEntry{id: id, fp: fp, done: make(chan struct{})}
-			m.keys[key] = e
-			m.order = append(m.order, key)
+			e = &idemEntry{key: key, tenant: tenant, id: id, fp: fp, done: make(chan struct{})}
+			m.add(e)
 			m.mu.Unlock()
 			return id, func(published bool) { m.finish(key, e, published) }, nil
 		}
@@ -119,9 +134,49 @@ func (m *idempotency) finish(key string, e *idemEntry, published bool) {
 	if published {
 		e.expires = m.clock.Now().Add(m.window).UnixNano()
 	} else if m.keys[key] == e {
-		delete(m.keys, key)
+		m.forget(e)
 	}
 	close(e.done)
+}
+
+// add remembers e, forgetting its tenant's oldest key first if the tenant
+// holds maxIdempotencyKeysPerTenant. Called with mu held.
+func (m *idempotency) add(e *idemEntry) {
+	tk := m.perTenant[e.tenant]
+	if tk == nil {
+		tk = &tenantKeys{}
+		m.perTenant[e.tenant] = tk
+	}
+	for tk.n >= maxIdempotencyKeysPerTenant && len(tk.order) > 0 {
+		old := tk.order[0]
+		tk.order = tk.order[1:]
+		if m.keys[old.key] == old {
+			m.forget(old)
+		}
+	}
+	if len(tk.order) > 2*tk.n+64 {
+		kept := make([]*idemEntry, 0, tk.n+1)
+		for _, x := range tk.order {
+			if m.keys[x.key] == x {
+				kept = append(kept, x)
+			}
+		}
+		tk.order = kept
+	}
+	m.keys[e.key] = e
+	m.order = append(m.order, e)
+	tk.order = append(tk.order, e)
+	tk.n++
+}
+
+// forget drops e, which m.keys holds. Called with mu held.
+func (m *idempotency) forget(e *idemEntry) {
+	delete(m.keys, e.key)
+	if tk := m.perTenant[e.tenant]; tk != nil {
+		if tk.n--; tk.n <= 0 {
+			delete(m.perTenant, e.tenant)
+		}
+	}
 }
 
 // expire forgets keys past their window, and the oldest beyond the cap.
@@ -130,18 +185,27 @@ func (m *idempotency) expire() {
 	now := m.clock.Now().UnixNano()
 	i := 0
 	for ; i < len(m.order); i++ {
-		k := m.order[i]
-		e, ok := m.keys[k]
-		if !ok {
-			continue // a failed first attempt, already gone
+		e := m.order[i]
+		if m.keys[e.key] != e {
+			continue // a failed first attempt, or forgotten for its tenant's cap
 		}
-		if e.expires == 0 || (len(m.order)-i <= maxIdempotencyKeys && e.expires > now) {
+		if e.expires == 0 || (len(m.keys) <= maxIdempotencyKeys && e.expires > now) {
 			break // in progress, or neither expired nor over the cap
 		}
-		delete(m.keys, k)
+		m.forget(e)
 	}
 	if i > 0 {
 		m.order = append(m.order[:0], m.order[i:]...)
+	}
+	if len(m.order) > 2*len(m.keys)+1024 { // refs forgotten for their tenant's cap
+		kept := m.order[:0]
+		for _, e := range m.order {
+			if m.keys[e.key] == e {
+				kept = append(kept, e)
+			}
+		}
+		clear(m.order[len(kept):])
+		m.order = kept
 	}
 }
 
@@ -159,11 +223,11 @@ func (s *Server) claimIdempotency(w http.ResponseWriter, r *http.Request, key st
 		}
 		k = "id:" + req.IntentID
 	}
-	if p := principalFrom(r.Context()); p != nil {
-		// Keys are the caller's: another tenant's same key is another intent.
-		k = p.tenant + "\x00" + k
-	}
-	id, finish, err := s.idem.claim(r.Context(), k, req.IntentID, explicitID, fp)
+	// Keys are the intent's tenant's (the credential's; the body's with
+	// authentication off): another tenant's same key is another intent.
+	tenant := deref(req.Tenant)
+	k = tenant + "\x00" + k
+	id, finish, err := s.idem.claim(r.Context(), tenant, k, req.IntentID, explicitID, fp)
 	switch {
 	case errors.Is(err, errIdempotencyMismatch):
 		what := "Idempotency-Key"

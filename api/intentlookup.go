@@ -55,6 +55,31 @@ type IntentStatus struct {
 // Resolved reports whether the intent has its result.
 func (s IntentStatus) Resolved() bool { return s.Result != nil }
 
+// IntentType is the intent's type, from whichever of its records is known
+// ("" if none says).
+func (s IntentStatus) IntentType() string {
+	switch {
+	case s.Result != nil:
+		return s.Result.IntentType
+	case s.Pending != nil && s.Pending.IntentType != "":
+		return s.Pending.IntentType
+	case s.Timeout != nil:
+		return s.Timeout.IntentType
+	}
+	return ""
+}
+
+// ReceivedAt is when the intent was received (unix ms; 0: not known).
+func (s IntentStatus) ReceivedAt() int64 {
+	switch {
+	case s.Result != nil:
+		return s.Result.Timeline.ReceivedAt
+	case s.Pending != nil:
+		return s.Pending.ReceivedAt
+	}
+	return 0
+}
+
 // Pending states of an intent (PendingState.State).
 const (
 	PendingReceived   = "received"   // taken by this instance, not yet seen in the pending changelog
@@ -101,10 +126,16 @@ var (
 // what [Results] holds.
 func WithLookup(l IntentLookup) Option { return func(o *options) { o.lookup = l } }
 
-// intentLookup is the server's IntentLookup: this instance's memory
-// ([Results]: the results it read since it started, the intents it
-// submitted) first, then the store of the whole cluster's intents, if the
-// server has one.
+// NewIntentLookup returns the IntentLookup of an instance: its memory
+// (results: the results it read since it started, the intents it
+// submitted) first, then store, the store of the whole cluster's intents
+// (nil: none, memory only). The server builds its own with [WithLookup];
+// other doors of the instance (the MCP endpoint) use this one.
+func NewIntentLookup(results *Results, store IntentLookup) IntentLookup {
+	return &intentLookup{results: results, store: store}
+}
+
+// intentLookup is the server's IntentLookup: see NewIntentLookup.
 type intentLookup struct {
 	results *Results
 	store   IntentLookup // nil: none
@@ -112,34 +143,27 @@ type intentLookup struct {
 
 var _ IntentLookup = (*intentLookup)(nil)
 
-// Lookup implements IntentLookup.
+// Lookup implements IntentLookup: a result in memory, else what the store
+// knows, else what memory knows of an unresolved intent (submitted here,
+// or timed out).
 func (l *intentLookup) Lookup(ctx context.Context, tenant, id string) (IntentStatus, error) {
-	res, to, inflight, owner := l.results.lookup(id)
-	if res != nil && !tenantMatches(tenant, tenantOf(res)) {
-		res = nil
-	}
-	if to != nil && !tenantMatches(tenant, deref(to.Tenant)) {
-		to = nil
-	}
-	if inflight && !tenantMatches(tenant, owner) {
-		inflight = false
-	}
-	if res != nil {
-		if to == nil && l.store != nil && res.Outcome != schemas.OutcomeAnswered {
+	mem, merr := l.results.Lookup(ctx, tenant, id)
+	if merr == nil && mem.Resolved() {
+		if mem.Timeout == nil && l.store != nil && mem.Result.Outcome != schemas.OutcomeAnswered {
 			// A timeout event read before this instance started is in
 			// the store only.
-			if st, err := l.store.Lookup(ctx, tenantOf(res), id); err == nil {
-				to = st.Timeout
+			if st, err := l.store.Lookup(ctx, mem.Tenant, id); err == nil {
+				mem.Timeout = st.Timeout
 			}
 		}
-		return IntentStatus{IntentID: id, Tenant: tenantOf(res), Result: res, Timeout: to}, nil
+		return mem, nil
 	}
 	err := ErrIntentNotFound
 	if l.store != nil {
 		st, serr := l.store.Lookup(ctx, tenant, id)
 		if serr == nil {
-			if st.Timeout == nil {
-				st.Timeout = to
+			if st.Timeout == nil && merr == nil && mem.Tenant == st.Tenant {
+				st.Timeout = mem.Timeout
 			}
 			return st, nil
 		}
@@ -147,22 +171,17 @@ func (l *intentLookup) Lookup(ctx context.Context, tenant, id string) (IntentSta
 			err = serr
 		}
 	}
-	switch {
-	case inflight:
-		return IntentStatus{IntentID: id, Tenant: owner, Timeout: to, Pending: &PendingState{State: PendingReceived}}, nil
-	case to != nil:
-		return IntentStatus{IntentID: id, Tenant: deref(to.Tenant), Timeout: to, Pending: &PendingState{
-			State: PendingResolving, IntentType: to.IntentType, Agent: to.Agent, Deadline: to.Deadline,
-		}}, nil
+	if merr == nil {
+		return mem, nil
 	}
 	return IntentStatus{}, err
 }
 
-// Recent implements IntentLookup: the store's list (this instance's memory
-// keeps no list by tenant).
+// Recent implements IntentLookup: the store's list, or memory's without a
+// store.
 func (l *intentLookup) Recent(ctx context.Context, tenant string, limit int, before string) ([]IntentStatus, string, error) {
 	if l.store == nil {
-		return nil, "", nil
+		return l.results.Recent(ctx, tenant, limit, before)
 	}
 	return l.store.Recent(ctx, tenant, limit, before)
 }
@@ -179,10 +198,6 @@ func (l *intentLookup) stored(ctx context.Context, tenant, id string) *schemas.I
 	}
 	return st.Result
 }
-
-// tenantMatches reports whether an intent of tenant have is visible to a
-// lookup for tenant want.
-func tenantMatches(want, have string) bool { return want == AnyTenant || want == have }
 
 // lookupTenant is the tenant a caller looks up as: its principal's, or
 // AnyTenant with authentication off.
@@ -246,4 +261,25 @@ func (r *Results) sendStored(sub *subscriber, res *schemas.IntentResult) {
 	delete(sub.intents, res.IntentID)
 	removeIndex(r.byIntent, res.IntentID, sub)
 	r.send(sub, frame("result", r.cursorFor(sub), "result", body))
+}
+
+// resolveStored ends watch with the result the lookup store holds for
+// tenant's intent id, if it holds one: the watch then has that one event,
+// as if the result had been in memory when it began (an event stream of an
+// intent that resolved before this instance read it). Called before the
+// watch is read.
+func (s *Server) resolveStored(ctx context.Context, watch *Watch, tenant, id string) {
+	res := s.lookup.stored(ctx, tenant, id)
+	if res == nil {
+		return
+	}
+	r := watch.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if watch.closed || !watch.admitsResult(res) {
+		return
+	}
+	watch.offer(WatchEvent{Result: res})
+	watch.resolved = true
+	watch.end(nil)
 }

@@ -248,8 +248,10 @@ func TestSubscribeByIDSendsAResultResolvedElsewhereOnce(t *testing.T) {
 func TestAResultInMemoryGetsItsTimeoutEventFromTheStore(t *testing.T) {
 	store := newFakeLookup()
 	st := stored("", "late", schemas.OutcomeFallbackStatic)
-	st.Timeout = &schemas.IntentTimeout{IntentID: "late", IntentType: "echo", Agent: "agent-a", Deadline: 1100, TimedOutAt: 1101,
-		Reason: schemas.ReasonDeadline, Fallback: schemas.FallbackStatic}
+	st.Timeout = &schemas.IntentTimeout{
+		IntentID: "late", IntentType: "echo", Agent: "agent-a", Deadline: 1100, TimedOutAt: 1101,
+		Reason: schemas.ReasonDeadline, Fallback: schemas.FallbackStatic,
+	}
 	store.put(st)
 	h := newHarness(t, withOption(api.WithLookup(store)))
 	h.results.Add(st.Result) // read live; its timeout event came before this instance started
@@ -257,4 +259,14 @@ func TestAResultInMemoryGetsItsTimeoutEventFromTheStore(t *testing.T) {
 	if b := decode[intentBody](t, body); b.Status != "resolved" || !strings.Contains(events(b), "timed_out") {
 		t.Fatalf("GET: %s", body)
 	}
+}
+
+// An event stream of an intent that resolved before this instance read it
+// gets the stored result as its one event and ends, rather than waiting
+// for a result this instance will never read.
+func TestEventsOfAnIntentResolvedElsewhereSendTheStoredResult(t *testing.T) {
+	store := newFakeLookup()
+	store.put(stored("", "old", schemas.OutcomeAnswered))
+	h := newHarness(t, withOption(api.WithLookup(store)))
+	h.sse("GET", "/v1/intents/old/events", "", nil).expectResult("old")
 }

@@ -127,7 +127,7 @@ func TestSubmitWithWaitExpiresOnTheClock(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
-			if err := h.clock.BlockUntilContext(ctx, 1); err != nil { // the request's deadline timer
+			if err := h.blockUntilWaiting(ctx, 1); err != nil { // the request's deadline timer
 				t.Fatalf("the request never started waiting: %v", err)
 			}
 			select {
@@ -317,7 +317,7 @@ func TestShutdownEndsPendingWaitsWith202(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+	if err := h.blockUntilWaiting(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.srv.Shutdown(ctx); err != nil { // must not wait an hour

@@ -77,14 +77,28 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // statusRecorder remembers the status and size of a response. It passes
 // Flush and Hijack through (gorilla's upgrader needs http.Hijacker on the
 // writer itself).
+//
+// When the request has a body (body.go), an answer that starts before the
+// body was read to its end closes the connection after it.
 type statusRecorder struct {
 	http.ResponseWriter
 	status   int
 	bytes    int64
 	hijacked bool
+	body     *requestBody // nil: no body
+}
+
+// starting is called before the header goes out.
+func (w *statusRecorder) starting() {
+	if w.status == 0 && w.body != nil && w.body.unread() {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
+	if code >= 200 {
+		w.starting()
+	}
 	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
@@ -93,6 +107,7 @@ func (w *statusRecorder) WriteHeader(code int) {
 
 func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
+		w.starting()
 		w.status = http.StatusOK
 	}
 	n, err := w.ResponseWriter.Write(b)
@@ -103,6 +118,7 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 func (w *statusRecorder) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		if w.status == 0 {
+			w.starting()
 			w.status = http.StatusOK
 		}
 		f.Flush()

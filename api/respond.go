@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -29,6 +30,9 @@ type errorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Path is the JSON Pointer of the failing value within the request
+	// body, when it is deeper than a field (invalid_payload).
+	Path string `json:"path,omitempty"`
 }
 
 type errorResponse struct {
@@ -63,4 +67,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, code, message, field string) {
 	writeJSON(w, status, errorResponse{Error: errorBody{Code: code, Message: message, Field: field}})
+}
+
+// marshal encodes v as JSON like json.Marshal, but without HTML escaping:
+// stream messages are read by programs, so "<" in an error's text or an
+// answer stays "<" rather than "\u003c".
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }

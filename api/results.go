@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -13,21 +12,24 @@ import (
 const DefaultResultsCapacity = 10_000
 
 // Results is this instance's view of recent intent results: a bounded
-// in-memory store (oldest evicted first), the waiters of ?wait requests and
+// in-memory store (store.go: at most a count and a byte budget, evicted
+// oldest first and fairly between tenants), the waiters of ?wait requests and
 // the fan-out of results and timeout events to WebSocket subscribers. The
 // caller feeds it from a reader of the results and timeouts topics: [Results.Begin]
 // with the reader's start position, then [Results.AddResult] and
 // [Results.AddTimeout] with each record's partition and offset, in the order
 // of each partition. All methods are safe for concurrent use.
 //
+// An intent is known by its tenant and id (see [Results.Get]): a result
+// answers for its own tenant's intent only, never for another tenant's
+// intent with the same id.
+//
 // Results are shared, not copied: callers must treat an *IntentResult given to
 // Add or returned by Get and Wait as read-only.
 type Results struct {
 	mu      sync.Mutex
-	byID    map[string]*entry
-	ring    []string // ids in arrival order; once full, ring[next] is the oldest
-	next    int
-	waiters map[string][]*waiter
+	st      *store
+	waiters map[intentKey][]*waiter
 
 	// pos is where the feed stands: every record before it has been fanned
 	// out. cursor is its text, recomputed when stale.
@@ -44,26 +46,13 @@ type Results struct {
 
 	stats stats
 
-	// timeouts keeps the last timeout events, by intent id (tring as ring).
-	timeouts map[string]*schemas.IntentTimeout
-	tring    []string
-	tnext    int
-}
-
-// entry is a stored result, where it was read (if known) and, once a
-// subscriber needed it, its JSON encoding.
-type entry struct {
-	res       *schemas.IntentResult
-	body      []byte
-	hasPos    bool
-	partition int32
-	offset    int64
+	prog progressFanOut // progress subscriptions and watches (progress.go, watch.go)
 }
 
 // waiter is one Wait (or ?wait request) for one intent's result.
 type waiter struct {
-	id string
-	c  chan *schemas.IntentResult // buffered 1: Add never blocks on it
+	key intentKey
+	c   chan *schemas.IntentResult // buffered 1: Add never blocks on it
 }
 
 // sink receives encoded stream messages. deliver is called with Results.mu
@@ -92,6 +81,8 @@ type subscriber struct {
 	// positioned is set once s subscribed or resumed: from then on the
 	// messages it is sent carry cursors.
 	positioned bool
+
+	prog progressSubs // the subscriptions that asked for progress (progress.go)
 }
 
 func newSubscriber(s sink) *subscriber {
@@ -105,22 +96,47 @@ func newSubscriber(s sink) *subscriber {
 
 func (s *subscriber) count() int { return len(s.intents) + len(s.sessions) + len(s.types) }
 
-// NewResults returns an empty Results that keeps the last capacity results
-// (DefaultResultsCapacity if capacity < 1).
-func NewResults(capacity int) *Results {
+// ResultsOption sets an optional bound of [NewResults].
+type ResultsOption func(*resultsOptions)
+
+type resultsOptions struct{ maxBytes int64 }
+
+// MinResultsMaxBytes is the smallest byte budget [WithResultsMaxBytes]
+// takes: smaller ones are raised to it.
+const MinResultsMaxBytes = 64 << 10
+
+// WithResultsMaxBytes sets the store's byte budget: the results, their JSON
+// encodings and the timeout events it keeps, estimated, at most n bytes
+// (DefaultResultsMaxBytes if n < 1; at least MinResultsMaxBytes). A result
+// larger than the whole budget is handed to waiters and subscribers but not
+// kept.
+func WithResultsMaxBytes(n int64) ResultsOption {
+	return func(o *resultsOptions) { o.maxBytes = n }
+}
+
+// NewResults returns an empty Results that keeps the last capacity intents
+// (DefaultResultsCapacity if capacity < 1: their results and timeout events)
+// within a byte budget (DefaultResultsMaxBytes, or [WithResultsMaxBytes]).
+func NewResults(capacity int, opts ...ResultsOption) *Results {
 	if capacity < 1 {
 		capacity = DefaultResultsCapacity
 	}
+	var o resultsOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.maxBytes < 1 {
+		o.maxBytes = DefaultResultsMaxBytes
+	}
 	return &Results{
-		byID:      make(map[string]*entry, capacity),
-		ring:      make([]string, capacity),
-		waiters:   map[string][]*waiter{},
+		st:        newStore(capacity, max(o.maxBytes, MinResultsMaxBytes)),
+		waiters:   map[intentKey][]*waiter{},
 		byIntent:  map[string]map[*subscriber]struct{}{},
 		bySession: map[string]map[*subscriber]struct{}{},
 		byType:    map[string]map[*subscriber]struct{}{},
 		stats:     newStats(),
-		timeouts:  map[string]*schemas.IntentTimeout{},
-		tring:     make([]string, capacity),
 	}
 }
 
@@ -171,10 +187,11 @@ func (r *Results) Add(res *schemas.IntentResult) { r.add(res, false, 0, 0) }
 // AddResult stores a result read at partition/offset of the results topic,
 // wakes the waiters for its intent and sends it to every matching
 // subscriber. It never blocks on a subscriber: one whose send queue is full is
-// disconnected instead. A result for an intent already in the store replaces
-// the stored one but is not sent again (each intent has exactly one result; a
-// second copy is a redelivery). It ignores nil and results without an
-// intent id (but still moves the position past them).
+// disconnected instead. A result for an intent (tenant and id) whose result
+// is already in the store is ignored: each intent has exactly one result, so
+// a second copy is a redelivery, and the first is what waiters and
+// subscribers were given. It ignores nil and results without an intent id
+// (but still moves the position past them).
 func (r *Results) AddResult(partition int32, offset int64, res *schemas.IntentResult) {
 	r.add(res, true, partition, offset)
 }
@@ -188,26 +205,28 @@ func (r *Results) add(res *schemas.IntentResult, hasPos bool, partition int32, o
 	if res == nil || res.IntentID == "" {
 		return
 	}
-	if e, ok := r.byID[res.IntentID]; ok {
-		e.res, e.body = res, nil
+	k := keyOf(res)
+	if e := r.st.get(k); e != nil && e.res != nil {
 		return
 	}
 	r.stats.addResult(res)
-	e := &entry{res: res, hasPos: hasPos, partition: partition, offset: offset}
-	r.store(e)
-	if ws := r.waiters[res.IntentID]; ws != nil {
+	e := r.st.getOrAdd(k)
+	e.res, e.hasPos, e.partition, e.offset = res, hasPos, partition, offset
+	r.st.grow(e, sizeOfResult(res))
+	if ws := r.waiters[k]; ws != nil {
 		for _, w := range ws {
 			w.c <- res
 		}
-		delete(r.waiters, res.IntentID)
+		delete(r.waiters, k)
 	}
 	r.fanOut(e)
+	r.resultToWatches(e)
 }
 
 // AddTimeout sends a timeout event read at partition/offset of the timeouts
 // topic to the subscribers of its intent id and of its intent type (a
-// timeout event names no session). Timeout events are not stored; the
-// intent's result follows them.
+// timeout event names no session). The last timeout event of each intent
+// is kept with its result, for GET /v1/intents/{id}.
 func (r *Results) AddTimeout(partition int32, offset int64, t *schemas.IntentTimeout) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -216,7 +235,13 @@ func (r *Results) AddTimeout(partition int32, offset int64, t *schemas.IntentTim
 		return
 	}
 	r.stats.addTimeout(t)
-	r.storeTimeout(t)
+	e := r.st.getOrAdd(intentKey{deref(t.Tenant), t.IntentID})
+	var was int64
+	if e.timeout != nil {
+		was = sizeOfTimeout(e.timeout)
+	}
+	e.timeout = t
+	r.st.grow(e, sizeOfTimeout(t)-was)
 	ev := &event{kind: StreamTimeouts, hasPos: hasPos, partition: partition, offset: offset, timeout: t}
 	r.seq++
 	for s := range r.byIntent[t.IntentID] {
@@ -230,16 +255,6 @@ func (r *Results) AddTimeout(partition int32, offset int64, t *schemas.IntentTim
 	for s := range r.byType[t.IntentType] {
 		r.deliver(s, ev)
 	}
-}
-
-// store puts a new entry in the map and the ring, evicting the oldest.
-func (r *Results) store(e *entry) {
-	if old := r.ring[r.next]; old != "" {
-		delete(r.byID, old)
-	}
-	r.ring[r.next] = e.res.IntentID
-	r.next = (r.next + 1) % len(r.ring)
-	r.byID[e.res.IntentID] = e
 }
 
 // fanOut sends e to every subscriber it matches, once each. Intent-id
@@ -257,6 +272,7 @@ func (r *Results) fanOut(e *entry) {
 			r.deliver(s, ev)
 			delete(s.intents, res.IntentID)
 			delete(subs, s)
+			r.endProgress(s, res.IntentID)
 		}
 		if len(subs) == 0 {
 			delete(r.byIntent, res.IntentID)
@@ -288,10 +304,10 @@ func (r *Results) deliver(s *subscriber, ev *event) {
 		if !r.pos.behind(*s.floor) {
 			s.floor = nil
 		}
-		msg = ev.frame(c.String())
+		msg = ev.frame(r.st, c.String())
 	} else {
 		if ev.msg == nil {
-			ev.msg = ev.frame(r.hubCursor())
+			ev.msg = ev.frame(r.st, r.hubCursor())
 		}
 		msg = ev.msg
 	}
@@ -339,37 +355,32 @@ type event struct {
 	offset    int64
 	entry     *entry
 	timeout   *schemas.IntentTimeout
+	progress  *schemas.IntentProgress
 	msg       []byte
 }
 
 // frame returns the stream message for ev with the given cursor, or nil if
 // its record cannot be encoded (an answer that is not JSON).
-func (ev *event) frame(cursor string) []byte {
+func (ev *event) frame(st *store, cursor string) []byte {
 	if ev.entry != nil {
-		body := ev.entry.encoded()
+		body := st.encoded(ev.entry)
 		if body == nil {
 			return nil
 		}
 		return frame("result", cursor, "result", body)
 	}
-	body, err := json.Marshal(ev.timeout)
+	if ev.progress != nil {
+		body, err := marshal(ev.progress)
+		if err != nil {
+			return nil
+		}
+		return frame("progress", cursor, "progress", body)
+	}
+	body, err := marshal(ev.timeout)
 	if err != nil {
 		return nil
 	}
 	return frame("timeout", cursor, "timeout", body)
-}
-
-// encoded returns e's result as JSON, encoding it on first use: one
-// encoding however many subscribers receive it.
-func (e *entry) encoded() []byte {
-	if e.body == nil {
-		b, err := json.Marshal(e.res)
-		if err != nil {
-			return nil
-		}
-		e.body = b
-	}
-	return e.body
 }
 
 // frame builds {"type":typ,"cursor":cursor,field:body}. A cursor holds only
@@ -392,22 +403,23 @@ func frame(typ, cursor, field string, body []byte) []byte {
 	return b
 }
 
-// Get returns the result of an intent if it is in the store.
-func (r *Results) Get(intentID string) (*schemas.IntentResult, bool) {
+// Get returns the result of tenant's intent intentID ("" for an intent
+// without a tenant) if it is in the store.
+func (r *Results) Get(tenant, intentID string) (*schemas.IntentResult, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.byID[intentID]; ok {
+	if e := r.st.get(intentKey{tenant, intentID}); e != nil && e.res != nil {
 		return e.res, true
 	}
 	return nil, false
 }
 
-// Wait returns the result of an intent: at once if it is in the store, else
-// when Add brings it, or ctx's error when ctx ends first. The check of the
-// store and the registration of the waiter happen under one lock, so a result
-// added in between is never missed.
-func (r *Results) Wait(ctx context.Context, intentID string) (*schemas.IntentResult, error) {
-	res, w := r.await(intentID)
+// Wait returns the result of tenant's intent intentID: at once if it is in
+// the store, else when Add brings it, or ctx's error when ctx ends first. The
+// check of the store and the registration of the waiter happen under one
+// lock, so a result added in between is never missed.
+func (r *Results) Wait(ctx context.Context, tenant, intentID string) (*schemas.IntentResult, error) {
+	res, w := r.await(intentKey{tenant, intentID})
 	if res != nil {
 		return res, nil
 	}
@@ -427,14 +439,14 @@ func (r *Results) Wait(ctx context.Context, intentID string) (*schemas.IntentRes
 
 // await returns the stored result of an intent or, if there is none yet, a
 // registered waiter that Add will wake. The caller must release the waiter.
-func (r *Results) await(intentID string) (*schemas.IntentResult, *waiter) {
+func (r *Results) await(k intentKey) (*schemas.IntentResult, *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.byID[intentID]; ok {
+	if e := r.st.get(k); e != nil && e.res != nil {
 		return e.res, nil
 	}
-	w := &waiter{id: intentID, c: make(chan *schemas.IntentResult, 1)}
-	r.waiters[intentID] = append(r.waiters[intentID], w)
+	w := &waiter{key: k, c: make(chan *schemas.IntentResult, 1)}
+	r.waiters[k] = append(r.waiters[k], w)
 	return nil, w
 }
 
@@ -445,7 +457,7 @@ func (r *Results) release(w *waiter) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ws := r.waiters[w.id]
+	ws := r.waiters[w.key]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i], ws[i+1:]...)
@@ -453,128 +465,8 @@ func (r *Results) release(w *waiter) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(r.waiters, w.id)
+		delete(r.waiters, w.key)
 	} else {
-		r.waiters[w.id] = ws
-	}
-}
-
-// subscribe adds to s the entries of f it does not hold yet, unless s would
-// then hold more than max (errTooManySubscriptions, nothing added). Then,
-// still under the lock, it calls ack with the cursor for s, and sends s the stored results of the
-// newly subscribed intent ids (whose subscriptions thereby end at once). So the
-// acknowledgement comes before any result it enables, and a result added
-// concurrently is sent exactly once, by Add or from the store.
-func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cursor string)) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	seen := make(map[string]struct{}, len(f.IntentIDs))
-	for _, id := range f.IntentIDs {
-		if _, dup := seen[id]; dup {
-			continue
-		}
-		seen[id] = struct{}{}
-		if _, ok := s.intents[id]; !ok {
-			n++
-		}
-	}
-	if f.SessionID != "" {
-		if _, ok := s.sessions[f.SessionID]; !ok {
-			n++
-		}
-	}
-	if f.IntentType != "" {
-		if _, ok := s.types[f.IntentType]; !ok {
-			n++
-		}
-	}
-	if s.count()+n > max {
-		return errTooManySubscriptions
-	}
-	s.positioned = true
-	if ack != nil {
-		ack(r.cursorFor(s))
-	}
-	if f.SessionID != "" {
-		s.sessions[f.SessionID] = struct{}{}
-		addIndex(r.bySession, f.SessionID, s)
-	}
-	if f.IntentType != "" {
-		s.types[f.IntentType] = struct{}{}
-		addIndex(r.byType, f.IntentType, s)
-	}
-	for id := range seen {
-		if _, ok := s.intents[id]; ok {
-			continue
-		}
-		// Another tenant's stored result counts as absent: s subscribes as
-		// to an intent whose result has not come (nothing reveals it).
-		if e, ok := r.byID[id]; ok && s.admits(e.res) {
-			if body := e.encoded(); body != nil {
-				r.send(s, frame("result", r.cursorFor(s), "result", body))
-			}
-			continue
-		}
-		s.intents[id] = struct{}{}
-		addIndex(r.byIntent, id, s)
-	}
-	return nil
-}
-
-// unsubscribe removes the entries of f from s; entries s does not hold are
-// ignored.
-func (r *Results) unsubscribe(s *subscriber, f subscription) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, id := range f.IntentIDs {
-		delete(s.intents, id)
-		removeIndex(r.byIntent, id, s)
-	}
-	if f.SessionID != "" {
-		delete(s.sessions, f.SessionID)
-		removeIndex(r.bySession, f.SessionID, s)
-	}
-	if f.IntentType != "" {
-		delete(s.types, f.IntentType)
-		removeIndex(r.byType, f.IntentType, s)
-	}
-}
-
-// unsubscribeAll removes every subscription of s.
-func (r *Results) unsubscribeAll(s *subscriber) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id := range s.intents {
-		removeIndex(r.byIntent, id, s)
-	}
-	for id := range s.sessions {
-		removeIndex(r.bySession, id, s)
-	}
-	for t := range s.types {
-		removeIndex(r.byType, t, s)
-	}
-	clear(s.intents)
-	clear(s.sessions)
-	clear(s.types)
-}
-
-func addIndex(idx map[string]map[*subscriber]struct{}, key string, s *subscriber) {
-	set, ok := idx[key]
-	if !ok {
-		set = map[*subscriber]struct{}{}
-		idx[key] = set
-	}
-	set[s] = struct{}{}
-}
-
-func removeIndex(idx map[string]map[*subscriber]struct{}, key string, s *subscriber) {
-	set, ok := idx[key]
-	if !ok {
-		return
-	}
-	delete(set, s)
-	if len(set) == 0 {
-		delete(idx, key)
+		r.waiters[w.key] = ws
 	}
 }

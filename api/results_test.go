@@ -17,15 +17,15 @@ func TestResultsGetAndEviction(t *testing.T) {
 	r.Add(result("a", "echo", ""))
 	r.Add(result("b", "echo", ""))
 	r.Add(result("a", "echo", "")) // a redelivery does not take a place
-	if _, ok := r.Get("a"); !ok {
+	if _, ok := r.Get("", "a"); !ok {
 		t.Fatal("a missing")
 	}
 	r.Add(result("c", "echo", ""))
-	if _, ok := r.Get("a"); ok {
+	if _, ok := r.Get("", "a"); ok {
 		t.Fatal("a, the oldest, was not evicted")
 	}
 	for _, id := range []string{"b", "c"} {
-		if res, ok := r.Get(id); !ok || res.IntentID != id {
+		if res, ok := r.Get("", id); !ok || res.IntentID != id {
 			t.Fatalf("Get(%s) = %v, %v", id, res, ok)
 		}
 	}
@@ -36,7 +36,7 @@ func TestResultsWaitReturnsAtOnceWhenStored(t *testing.T) {
 	r.Add(result("a", "echo", ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // even a dead context gets a stored result
-	res, err := r.Wait(ctx, "a")
+	res, err := r.Wait(ctx, "", "a")
 	if err != nil || res.IntentID != "a" {
 		t.Fatalf("Wait = %v, %v", res, err)
 	}
@@ -47,7 +47,7 @@ func TestResultsWaitEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Wait(ctx, "a")
+		_, err := r.Wait(ctx, "", "a")
 		done <- err
 	}()
 	cancel()
@@ -71,7 +71,7 @@ func TestResultsWaitNeverMissesAConcurrentAdd(t *testing.T) {
 		id := "i-" + strconv.Itoa(i)
 		for range 2 { // two waiters per intent
 			wg.Go(func() {
-				res, err := r.Wait(ctx, id)
+				res, err := r.Wait(ctx, "", id)
 				if err == nil && res.IntentID != id {
 					err = errors.New("wrong result " + res.IntentID + " for " + id)
 				}

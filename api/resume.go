@@ -2,9 +2,9 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -17,8 +17,9 @@ const (
 	codeResumeUnavailable = "resume_unavailable" // this server cannot replay (no history, or its feed has not started)
 )
 
-// History reads the results and timeouts topics back, for resume. The
-// Kafka implementation reads them with a consumer that joins no group.
+// History reads the results, timeouts and progress topics back, for resume
+// and for Server-Sent Events. The Kafka implementation reads them with a
+// consumer that joins no group.
 type History interface {
 	// Earliest returns the oldest position the topics still hold (each
 	// partition's first offset).
@@ -34,13 +35,14 @@ type History interface {
 	Replay(ctx context.Context, from, to Position, fn func(Record) error) error
 }
 
-// Record is one decoded record of the results or timeouts topic.
+// Record is one decoded record of the results, timeouts or progress topic.
 type Record struct {
 	Stream    Stream
 	Partition int32
 	Offset    int64
-	Result    *schemas.IntentResult  // Stream == StreamResults
-	Timeout   *schemas.IntentTimeout // Stream == StreamTimeouts
+	Result    *schemas.IntentResult   // Stream == StreamResults
+	Timeout   *schemas.IntentTimeout  // Stream == StreamTimeouts
+	Progress  *schemas.IntentProgress // Stream == StreamProgress
 }
 
 // ErrCursorExpired is returned by [History.Replay] when records the replay
@@ -153,9 +155,14 @@ func (c *wsConn) replay(req resumeRequest) string {
 		c.sendError(codeResumeUnavailable, "this server's feed has not started yet; retry")
 		return "refused"
 	}
+	if len(from.Progress) == 0 && len(hub.Progress) > 0 {
+		// A cursor from before the progress stream: results and timeouts
+		// resume from it, progress from now on.
+		from.Progress = slices.Clone(hub.Progress)
+	}
 	if !from.sameShape(hub) {
-		c.sendError(codeBadCursor, fmt.Sprintf("the cursor names %d+%d partitions, the topics have %d+%d",
-			len(from.Results), len(from.Timeouts), len(hub.Results), len(hub.Timeouts)))
+		c.sendError(codeBadCursor, fmt.Sprintf("the cursor names %d+%d+%d partitions, the topics have %d+%d+%d",
+			len(from.Results), len(from.Timeouts), len(from.Progress), len(hub.Results), len(hub.Timeouts), len(hub.Progress)))
 		return "refused"
 	}
 	if !c.srv.admitReplay(c.sub.tenant) {
@@ -194,7 +201,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 	}
 	cur := from.Clone()
 	replayed := 0
-	err = h.Replay(ctx, from, live, func(rec Record) error {
+	each := func(rec Record) error {
 		// The reader, replaying, reads no pongs meanwhile: a replay that
 		// makes progress keeps the connection alive, even if few records
 		// match (a dead client is still found: its writes fail or stall).
@@ -208,7 +215,12 @@ func (c *wsConn) replay(req resumeRequest) string {
 			return nil
 		}
 		offs[rec.Partition] = rec.Offset + 1
-		msg := r.replayMessage(c.sub, rec, cur)
+		var msg []byte
+		if rec.Stream == StreamProgress {
+			msg = r.replayProgressMessage(c.sub, rec, cur)
+		} else {
+			msg = r.replayMessage(c.sub, rec, cur)
+		}
 		if msg == nil {
 			return nil
 		}
@@ -217,7 +229,14 @@ func (c *wsConn) replay(req resumeRequest) string {
 		}
 		replayed++
 		return nil
-	})
+	}
+	// Progress first: the feed moves past a result only once it has moved
+	// past the intent's progress (Feed), so the progress of every result
+	// before live is before live too, and replays before it.
+	err = h.Replay(ctx, Position{Results: live.Results, Timeouts: live.Timeouts, Progress: from.Progress}, live, each)
+	if err == nil {
+		err = h.Replay(ctx, Position{Results: from.Results, Timeouts: from.Timeouts, Progress: live.Progress}, live, each)
+	}
 	switch {
 	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil, ctx.Err() != nil:
 		return "failed" // the writer closes the connection (1001 on shutdown)
@@ -237,7 +256,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 		_ = c.conn.Close()
 		return "failed"
 	}
-	b, _ := json.Marshal(resumedMessage{
+	b, _ := marshal(resumedMessage{
 		Type: "resumed", Cursor: from.max(live).String(),
 		Replayed: replayed, Subscriptions: req.Subscriptions,
 	})
@@ -261,7 +280,7 @@ func (c *wsConn) sendExpired(at, from, earliest Position) {
 		e = from.max(earliest)
 	}
 	c.srv.results.sendTo(c.sub, func(string) []byte {
-		b, _ := json.Marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
+		b, _ := marshal(expiredMessage{Type: "error", Cursor: at.String(), Error: expiredBody{
 			Code:     codeCursorExpired,
 			Message:  "part of what the cursor asks for is no longer held; resume from earliest (accepting the gap) or subscribe",
 			Earliest: e.String(),
@@ -336,13 +355,14 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 			addIndex(r.byType, f.IntentType, s)
 		}
 		for _, id := range f.IntentIDs {
-			if e, ok := r.byID[id]; ok && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
+			if e := r.storedFor(s, id); e != nil && e.hasPos && e.offset < from.at(StreamResults, e.partition) {
 				continue
 			}
 			s.intents[id] = struct{}{}
 			addIndex(r.byIntent, id, s)
 		}
 	}
+	r.registerProgress(s, subs)
 	s.replay = &replayState{limit: max(limit, 1), byteLimit: max(byteLimit, 1)}
 	s.positioned = true
 	live := r.pos.Clone()
@@ -383,13 +403,14 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !s.admits(res) {
 			return nil
 		}
-		if e, ok := r.byID[res.IntentID]; ok && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
+		if e := r.st.get(keyOf(res)); e != nil && e.res != nil && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
 			return nil
 		}
 		_, match := s.intents[res.IntentID]
 		if match {
 			delete(s.intents, res.IntentID)
 			removeIndex(r.byIntent, res.IntentID, s)
+			r.endProgress(s, res.IntentID)
 		}
 		if !match && res.SessionID != nil {
 			_, match = s.sessions[*res.SessionID]
@@ -400,7 +421,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(res)
+		b, err := marshal(res)
 		if err != nil {
 			return nil
 		}
@@ -420,7 +441,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !match {
 			return nil
 		}
-		b, err := json.Marshal(t)
+		b, err := marshal(t)
 		if err != nil {
 			return nil
 		}

@@ -19,32 +19,37 @@ import "sync"
 // thousandth of the CPU, and each writer found one or two messages to write:
 // a write(2) per delivery (BENCHMARKS.md).
 type sendQueue struct {
-	mu     sync.Mutex
-	msgs   [][]byte
-	spare  [][]byte // the slice the last take returned, handed back
-	max    int
-	writer bool // the connection's writer goroutine drains the queue
-	pinned bool // … always: there is no fast path for this connection
+	mu       sync.Mutex
+	msgs     [][]byte
+	spare    [][]byte // the slice the last take returned, handed back
+	bytes    int      // of msgs
+	max      int
+	maxBytes int
+	writer   bool // the connection's writer goroutine drains the queue
+	pinned   bool // … always: there is no fast path for this connection
 
 	ready chan struct{} // buffered 1: the writer has messages to drain
 }
 
-// newSendQueue returns a queue its writer drains until unpinned.
-func newSendQueue(max int) *sendQueue {
-	return &sendQueue{max: max, pinned: true, ready: make(chan struct{}, 1)}
+// newSendQueue returns a queue of at most max messages and maxBytes bytes
+// that its writer drains until unpinned.
+func newSendQueue(max, maxBytes int) *sendQueue {
+	return &sendQueue{max: max, maxBytes: maxBytes, pinned: true, ready: make(chan struct{}, 1)}
 }
 
 // push queues msg. It returns false, queuing nothing, if max messages are
-// already waiting, and whether the queue was empty and the shard, not the
+// already waiting or msg would take the queue past maxBytes (an empty
+// queue takes a message of any size), and whether the queue was empty and the shard, not the
 // writer, drains it (so the caller must put the connection on the shard's
 // dirty list). When the writer drains it, push signals ready itself.
 func (q *sendQueue) push(msg []byte) (ok, dirty bool) {
 	q.mu.Lock()
-	if len(q.msgs) >= q.max {
+	if len(q.msgs) >= q.max || (len(q.msgs) > 0 && q.bytes+len(msg) > q.maxBytes) {
 		q.mu.Unlock()
 		return false, false
 	}
 	q.msgs = append(q.msgs, msg)
+	q.bytes += len(msg)
 	first, writer := len(q.msgs) == 1, q.writer || q.pinned
 	q.mu.Unlock()
 	if first && writer {
@@ -73,7 +78,7 @@ func (q *sendQueue) take() [][]byte {
 
 func (q *sendQueue) swapLocked() [][]byte {
 	msgs := q.msgs
-	q.msgs, q.spare = q.spare[:0], nil
+	q.msgs, q.spare, q.bytes = q.spare[:0], nil, 0
 	return msgs
 }
 

@@ -15,7 +15,7 @@ func TestSendQueueOwnership(t *testing.T) {
 	}
 	msg := []byte("m")
 
-	q := newSendQueue(3) // pinned: the writer drains it all
+	q := newSendQueue(3, 1<<20) // pinned: the writer drains it all
 	if ok, dirty := q.push(msg); !ok || dirty || !ready(q) {
 		t.Fatalf("pinned push: ok %v, dirty %v, or no ready signal", ok, dirty)
 	}
@@ -23,7 +23,7 @@ func TestSendQueueOwnership(t *testing.T) {
 		t.Fatalf("the shard took %d messages from a pinned queue", len(got))
 	}
 
-	q = newSendQueue(3)
+	q = newSendQueue(3, 1<<20)
 	q.pinned = false
 	if _, dirty := q.push(msg); !dirty || ready(q) {
 		t.Fatal("the first message into an empty queue must make the connection dirty, not wake the writer")

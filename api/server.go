@@ -41,11 +41,15 @@ type Server struct {
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
 	lookup     *intentLookup
+	mcp        http.Handler // nil: none (mcpdoor.go)
 	catalog    Catalog
+	openAPIDoc []byte // openapi.json with the catalog's schemas
 	agentState func(string) any
+	agentLag   func(string) any
 	idem       *idempotency
 	front      *frontMetrics
 	metrics    *metrics
+	sse        *sseMetrics
 	router     *chi.Mux
 	upgrader   websocket.Upgrader
 	httpSrv    *http.Server
@@ -106,6 +110,10 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	sm, err := newSSEMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:          cfg,
 		pub:          pub,
@@ -117,14 +125,17 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		history:      o.history,
 		lookup:       &intentLookup{results: results, store: o.lookup},
 		catalog:      o.catalog,
+		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
 		agentState:   o.agentState,
+		agentLag:     o.agentLag,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
 		front:        fm,
+		sse:          sm,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		tenantConns:  map[string]int{},
-		auth:         newAuthenticator(cfg.Auth, o.clock),
+		auth:         newAuthenticator(cfg.Auth, o.clock, o.logger),
 		sweeperStop:  make(chan struct{}),
 		sweeperDone:  make(chan struct{}),
 		flush:        newFlushShards(m.wsSent),
@@ -143,10 +154,12 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		ErrorLog:      slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	s.mountMCP(o.mcp)
 	s.httpSrv = &http.Server{
 		Handler:           s.router,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -156,11 +169,12 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 // /metrics and the console).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer, s.guard)
+	r.Use(s.observe, s.limitBody, s.recoverer, s.guard)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)
 	r.Get("/v1/intents/{id}", s.getIntent)
+	r.Get("/v1/intents/{id}/events", s.serveEvents)
 	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
 	r.Get("/v1/contexts/{entity_id}", s.getContext)
@@ -169,6 +183,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/v1/openapi.json", s.openAPI)
 	r.Get("/", s.serveConsole)
 	r.Get("/console/{file}", s.serveConsole)
+	r.Get(wellKnownPRM, s.serveResourceMetadata)
+	r.Get(wellKnownPRMMCP, s.serveResourceMetadata)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
@@ -178,10 +194,12 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // Handler returns the server's routes, for Run or for mounting on a server
 // the caller owns (tests use httptest.NewServer(s.Handler())):
 //
-//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result;
+//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result,
+//	                        ?stream=sse to follow its progress and result (sse.go);
 //	                        idempotent by Idempotency-Key or intent_id
 //	GET  /v1/intents/{id}   the result and timeline, or the pending state, of any intent (memory, then
 //	                        the IntentLookup); ?wait=DURATION waits for a pending one's result
+//	GET  /v1/intents/{id}/events  Server-Sent Events: the intent's progress, then its result
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results and timeout events
 //	GET  /v1/agents         configured agents with live counts
@@ -202,6 +220,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"subscribe":{"intent_ids":["id1","id2"]}}
 //	{"subscribe":{"session_id":"s-42"}}
 //	{"subscribe":{"intent_type":"fraud_check"}}
+//	{"subscribe":{"intent_ids":["id1"],"progress":true}}
 //	{"unsubscribe":{"session_id":"s-42"}}
 //	{"resume":{"cursor":"r0:12,r1:7,t0:3,t1:0","subscriptions":[{"session_id":"s-42"}]}}
 //
@@ -211,6 +230,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"type":"unsubscribed","cursor":"...","subscription":{"session_id":"s-42"}}
 //	{"type":"result","cursor":"...","result":{...IntentResult...}}
 //	{"type":"timeout","cursor":"...","timeout":{...IntentTimeout...}}
+//	{"type":"progress","cursor":"...","progress":{...IntentProgress...}}
 //	{"type":"resumed","cursor":"...","replayed":12,"subscriptions":[...]}
 //	{"type":"error","cursor":"...","error":{"code":"bad_message","message":"..."}}
 //
@@ -220,6 +240,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // subscriptions, and gets what it missed replayed from the [History], then
 // live messages, with none missed or repeated (see resume.go).
 //
+// A subscription with "progress": true also sends the progress of the
+// intents it selects, each before the intent's result (progress.go).
 // A result is sent once per connection even when several subscriptions match
 // it. Subscribing by intent id sends the result at once if this instance
 // already holds it, so a client may POST first and subscribe after; an
@@ -316,7 +338,9 @@ func (s *Server) Addr() string {
 //
 //  1. /readyz turns 503, new WebSocket upgrades get 503, and pending ?wait
 //     requests answer 202 "pending" at once;
-//  2. every WebSocket connection is sent close code 1001 (going away);
+//  2. every WebSocket connection is sent close code 1001 (going away), and
+//     the MCP endpoint (if mounted and it has a Shutdown method) ends its
+//     sessions and waiting calls;
 //  3. the listener closes and in-flight HTTP requests are waited for;
 //  4. WebSocket connections are waited for until their clients answer the
 //     close; those that have not after Config.WriteWait are closed;
@@ -350,6 +374,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.goAway()
 	}
+	s.shutdownMCP(ctx)
 	err := s.httpSrv.Shutdown(ctx)
 	if err != nil {
 		_ = s.httpSrv.Close()

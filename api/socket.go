@@ -2,11 +2,15 @@ package api
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // streamSocket is the hijacked connection under a WebSocket. Data frames
@@ -16,13 +20,22 @@ import (
 // close) through Write. mu orders all of them, so frames never interleave,
 // and unsent, the rest of a write that could not complete, always goes out
 // before anything else.
+//
+// A slow client's writes can be aborted (abort): a blocked write then
+// returns at once. What it left of the frame it was in (tail) must still go
+// out before a close frame, since a frame cannot be cut; the frames it had
+// not begun are dropped (writeClose).
 type streamSocket struct {
 	net.Conn
 	raw syscall.RawConn // nil: no non-blocking writes; the writer goroutine writes
 
-	mu      sync.Mutex
-	unsent  []byte // written before anything else
-	stopped bool   // no more data frames: a close frame went or the writer ended
+	aborting atomic.Bool // abort was called: writes fail, to make way for a close frame
+
+	mu        sync.Mutex
+	unsent    []byte // written before anything else
+	tail      int    // unsent[:tail] ends a frame whose start was written; unsent[tail:] starts at a frame
+	stopped   bool   // no more data frames: a close frame went or the writer ended
+	closeSent bool   // a close frame went: nothing more is written
 }
 
 func newStreamSocket(conn net.Conn) *streamSocket {
@@ -37,32 +50,53 @@ func newStreamSocket(conn net.Conn) *streamSocket {
 
 // Write is how gorilla/websocket writes its control frames, each whole in
 // one call: after unsent, and blocking. After a close frame (ours, or the
-// answer to the client's) no data frame follows (RFC 6455 §5.5.1).
+// answer to the client's) no data frame follows (RFC 6455 §5.5.1), and
+// nothing at all after one writeClose sent.
 func (s *streamSocket) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closeSent {
+		return len(p), nil
+	}
 	if err := s.writeUnsentLocked(); err != nil {
 		return 0, err
 	}
 	if len(p) > 0 && p[0] == finClose { // not the handshake's "HTTP/1.1 101"
-
 		s.stopped = true
 	}
-	return s.Conn.Write(p)
+	n, err := s.Conn.Write(p)
+	if err != nil && n > 0 && n < len(p) { // aborted mid-frame: the rest goes first
+		s.unsent, s.tail = append(s.unsent[:0], p[n:]...), len(p)-n
+	}
+	return n, err
 }
 
 const finClose = 0x88 // a close frame's first byte: FIN, opcode 8
 
+// writeUnsentLocked writes unsent, blocking. If the write fails part way,
+// what it did not write stays unsent, its frame boundary noted.
 func (s *streamSocket) writeUnsentLocked() error {
 	if len(s.unsent) == 0 {
 		return nil
 	}
-	_, err := s.Conn.Write(s.unsent)
-	s.unsent = s.unsent[:0]
+	n, err := s.Conn.Write(s.unsent)
+	if err != nil {
+		s.keepUnsentLocked(s.unsent, s.tail, n)
+		return err
+	}
+	s.unsent, s.tail = s.unsent[:0], 0
 	if cap(s.unsent) > maxKeptBuffer {
 		s.unsent = nil
 	}
-	return err
+	return nil
+}
+
+// keepUnsentLocked makes unsent what a write of b did not write (its first
+// n bytes went), where b[start:] starts at a frame boundary. b may be
+// unsent itself.
+func (s *streamSocket) keepUnsentLocked(b []byte, start, n int) {
+	s.tail = restOfFrame(b, start, n)
+	s.unsent = append(s.unsent[:0], b[n:]...) // a forward copy, also when b is unsent
 }
 
 // stop drops data frames from now on (what is unsent still goes first: it
@@ -71,6 +105,68 @@ func (s *streamSocket) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+}
+
+// abort makes the write in progress, and any until writeClose, fail at
+// once (a write deadline in the past). Safe to call from any goroutine.
+func (s *streamSocket) abort() {
+	s.aborting.Store(true)
+	_ = s.SetWriteDeadline(aLongTimeAgo)
+}
+
+// aborted reports whether err is the failure of a write abort ended.
+func (s *streamSocket) aborted(err error) bool {
+	return err != nil && s.aborting.Load() && errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// writeClose writes a close frame with payload, blocking: after the rest
+// of a frame begun (and, unless dropUnbegun, after every frame unsent), and
+// then nothing more. It lifts an abort's deadline first.
+func (s *streamSocket) writeClose(payload []byte, dropUnbegun bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSent {
+		return nil
+	}
+	_ = s.SetWriteDeadline(time.Time{})
+	s.aborting.Store(false)
+	b := s.unsent
+	if dropUnbegun {
+		b = b[:s.tail]
+	}
+	b = append(b, finClose, byte(len(payload)))
+	b = append(b, payload...)
+	s.unsent, s.tail = nil, 0
+	s.stopped, s.closeSent = true, true
+	_, err := s.Conn.Write(b)
+	return err
+}
+
+// restOfFrame returns how many bytes after the first n of b complete the
+// frame that byte n-1 is in, where b[:start] ends a frame begun before b
+// and b[start:] is whole frames (as appendTextFrame and gorilla write them:
+// unmasked).
+func restOfFrame(b []byte, start, n int) int {
+	if n <= start {
+		return start - n
+	}
+	end := start
+	for end < n {
+		end += frameLen(b[end:])
+	}
+	return end - n
+}
+
+// frameLen returns the length of the unmasked frame b starts with.
+func frameLen(b []byte) int {
+	switch n := int(b[1] & 0x7f); n {
+	case 126:
+		return 4 + int(binary.BigEndian.Uint16(b[2:4]))
+	case 127:
+		return 10 + int(binary.BigEndian.Uint64(b[2:10]))
+	default:
+		return 2 + n
+	}
 }
 
 // maxKeptBuffer bounds the buffers kept between writes; a burst's larger

@@ -48,3 +48,49 @@ func TestAppendTextFrameIsReadByAWebSocketClient(t *testing.T) {
 		}
 	}
 }
+
+// restOfFrame finds, for a write cut after any byte, how much of the frame
+// in progress is left, across every length encoding and after the rest of
+// an earlier frame.
+func TestRestOfFrame(t *testing.T) {
+	const start = 7 // the rest of a frame begun in an earlier write
+	b := bytes.Repeat([]byte{'r'}, start)
+	ends := []int{start}
+	for _, n := range []int{0, 5, 125, 126, 300, 0x10000} {
+		b = appendTextFrame(b, bytes.Repeat([]byte{'x'}, n))
+		ends = append(ends, len(b))
+	}
+	for n := 0; n <= len(b); n++ {
+		want := 0
+		for _, e := range ends {
+			if e >= n {
+				want = e - n
+				break
+			}
+		}
+		if got := restOfFrame(b, start, n); got != want {
+			t.Fatalf("cut after %d bytes: rest %d, want %d", n, got, want)
+		}
+	}
+}
+
+// The send queue refuses a message that would take it past its byte cap,
+// but an empty queue takes a message of any size.
+func TestSendQueueByteCap(t *testing.T) {
+	q := newSendQueue(100, 10)
+	if ok, _ := q.push(make([]byte, 25)); !ok {
+		t.Fatal("an empty queue refused a large message")
+	}
+	if ok, _ := q.push([]byte("x")); ok {
+		t.Fatal("a queue past its byte cap took another message")
+	}
+	q.takeOrRelease()
+	for i := range 10 {
+		if ok, _ := q.push([]byte("x")); !ok {
+			t.Fatalf("message %d of 1 byte refused within the cap", i)
+		}
+	}
+	if ok, _ := q.push([]byte("x")); ok {
+		t.Fatal("the 11th byte was taken")
+	}
+}

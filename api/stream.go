@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -26,11 +28,13 @@ type clientMessage struct {
 	Resume      *resumeRequest `json:"resume,omitempty"`
 }
 
-// subscription selects results by intent ids, session id and/or intent type.
+// subscription selects results by intent ids, session id and/or intent type;
+// with Progress, the selected intents' progress too (progress.go).
 type subscription struct {
 	IntentIDs  []string `json:"intent_ids,omitempty"`
 	SessionID  string   `json:"session_id,omitempty"`
 	IntentType string   `json:"intent_type,omitempty"`
+	Progress   bool     `json:"progress,omitempty"`
 }
 
 // ackMessage acknowledges a subscribe or an unsubscribe.
@@ -146,6 +150,13 @@ func (s *Server) checkConns() {
 		if t := c.closingSince.Load(); t != 0 && now-t > writeWait {
 			reason = "no close answer"
 		} else if t := c.writingSince.Load(); t != 0 && now-t > writeWait {
+			// A client that stops reading is a slow client: the stuck
+			// write is aborted and the writer sends it 1013 (which
+			// closingSince bounds). Still stuck at the next check: cut.
+			if !c.isSlow() {
+				c.markSlow()
+				continue
+			}
 			reason = "write stalled"
 		} else if now-c.lastSeen.Load() > pongWait {
 			reason = "keepalive timeout"
@@ -204,7 +215,7 @@ func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
 	c := &wsConn{
 		srv:        s,
 		conn:       conn,
-		queue:      newSendQueue(s.cfg.SendQueue),
+		queue:      newSendQueue(s.cfg.SendQueue, s.cfg.SendQueueBytes),
 		ping:       make(chan struct{}, 1),
 		wrote:      make(chan struct{}, 1),
 		slow:       make(chan struct{}),
@@ -219,6 +230,18 @@ func newWSConn(s *Server, conn *websocket.Conn) *wsConn {
 	conn.SetPongHandler(func(string) error {
 		c.lastSeen.Store(s.clock.Now().UnixNano())
 		return nil
+	})
+	// gorilla's own ping handler writes the pong with a write deadline one
+	// second away and leaves it on the socket: every later write of ours
+	// would fail once it passed. No deadline here: the keepalive check
+	// bounds writes.
+	conn.SetPingHandler(func(data string) error {
+		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Time{})
+		var ne net.Error
+		if errors.Is(err, websocket.ErrCloseSent) || (errors.As(err, &ne) && ne.Timeout()) {
+			return nil
+		}
+		return err
 	})
 	return c
 }
@@ -238,7 +261,20 @@ func (c *wsConn) send(msg []byte) {
 	}
 }
 
-// markSlow asks the writer to close with 1013 and counts a slow client.
+// isSlow reports whether markSlow was called.
+func (c *wsConn) isSlow() bool {
+	select {
+	case <-c.slow:
+		return true
+	default:
+		return false
+	}
+}
+
+// markSlow asks the writer to close with 1013 and counts a slow client. A
+// write to the client in progress is aborted (it would wait for the client
+// to read), so that the close frame goes next: the rest of the frame being
+// written, then the close frame, dropping what is queued. It never blocks.
 func (c *wsConn) markSlow() {
 	c.slowOnce.Do(func() {
 		select {
@@ -246,6 +282,9 @@ func (c *wsConn) markSlow() {
 		case <-c.away:
 		default:
 			c.srv.metrics.wsSlow.Inc()
+		}
+		if c.out != nil {
+			c.out.abort()
 		}
 		close(c.slow)
 	})
@@ -282,7 +321,7 @@ func (c *wsConn) sendWait(msg []byte) bool {
 // order with its results.
 func (c *wsConn) sendError(code, message string) {
 	c.srv.results.sendTo(c.sub, func(cursor string) []byte {
-		b, _ := json.Marshal(errorMessage{Type: "error", Cursor: cursor, Error: errorBody{Code: code, Message: message}})
+		b, _ := marshal(errorMessage{Type: "error", Cursor: cursor, Error: errorBody{Code: code, Message: message}})
 		return b
 	})
 }
@@ -325,17 +364,27 @@ func (c *wsConn) writeLoop() {
 			return
 		case <-c.ping:
 			if err := c.write(websocket.PingMessage, nil); err != nil {
-				_ = c.conn.Close()
+				c.failed(err)
 				return
 			}
 		case <-c.queue.ready:
 			var err error
 			if buf, err = c.drain(buf); err != nil {
-				_ = c.conn.Close()
+				c.failed(err)
 				return
 			}
 		}
 	}
+}
+
+// failed ends the connection after a failed write: with 1013 if a slow
+// client's write was aborted for it, else at once.
+func (c *wsConn) failed(err error) {
+	if errors.Is(err, errAborted) || (c.out != nil && c.out.aborted(err)) {
+		c.closeWith(websocket.CloseTryAgainLater, "send queue full")
+		return
+	}
+	_ = c.conn.Close()
 }
 
 // stopData makes the shard and drain drop data frames from now on.
@@ -355,11 +404,20 @@ func (c *wsConn) write(typ int, msg []byte) error {
 }
 
 // closeWith sends a close frame and waits for the reader to see the client's
-// answer (or the keepalive check to give up after WriteWait).
+// answer (or the keepalive check to give up after WriteWait, also while the
+// close frame itself cannot be written). A slow client's close (1013) drops
+// the frames not yet begun: it would wait for them.
 func (c *wsConn) closeWith(code int, reason string) {
 	c.stopData() // no data frame after the close frame
 	c.closingSince.Store(c.srv.clock.Now().UnixNano())
-	if err := c.write(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason)); err != nil {
+	msg := websocket.FormatCloseMessage(code, reason)
+	var err error
+	if c.out != nil {
+		err = c.out.writeClose(msg, code == websocket.CloseTryAgainLater)
+	} else {
+		err = c.write(websocket.CloseMessage, msg)
+	}
+	if err != nil {
 		_ = c.conn.Close()
 		return
 	}
@@ -382,6 +440,10 @@ func (c *wsConn) readLoop() {
 func (c *wsConn) handle(typ int, data []byte) {
 	if typ != websocket.TextMessage {
 		c.sendError(codeBadMessage, "messages must be JSON text messages")
+		return
+	}
+	if !utf8.Valid(data) { // encoding/json would collapse bad bytes into U+FFFD
+		c.sendError(codeBadMessage, "messages must be valid UTF-8")
 		return
 	}
 	var m clientMessage
@@ -413,7 +475,7 @@ func (c *wsConn) handle(typ int, data []byte) {
 			return
 		}
 		err := c.srv.results.subscribe(c.sub, f, c.srv.cfg.MaxSubscriptions, func(cursor string) {
-			ack, _ := json.Marshal(ackMessage{Type: "subscribed", Cursor: cursor, Subscription: f})
+			ack, _ := marshal(ackMessage{Type: "subscribed", Cursor: cursor, Subscription: f})
 			c.send(ack)
 		})
 		if errors.Is(err, errTooManySubscriptions) {
@@ -430,7 +492,7 @@ func (c *wsConn) handle(typ int, data []byte) {
 		}
 		c.srv.results.unsubscribe(c.sub, f)
 		c.srv.results.sendTo(c.sub, func(cursor string) []byte {
-			b, _ := json.Marshal(ackMessage{Type: "unsubscribed", Cursor: cursor, Subscription: f})
+			b, _ := marshal(ackMessage{Type: "unsubscribed", Cursor: cursor, Subscription: f})
 			return b
 		})
 	default:

@@ -347,12 +347,13 @@ func TestStreamClosesWith1009OnAnOversizedMessage(t *testing.T) {
 // them, in order, once it reads again: the writes its socket could not take
 // go to the connection's own writer (counted), and later results flow again.
 func TestStreamClientThatFallsBehindGetsEverythingInOrder(t *testing.T) {
-	h := newHarness(t, withCapacity(512))
+	h := newHarness(t, withCapacity(512), withConfig(func(c *api.Config) { c.SendQueueBytes = 32 << 20 }))
 	c := h.dial(nil)
 	c.subscribe(`{"session_id":"s"}`)
 
 	// 200 answers of 64 KiB, more than loopback's socket buffers hold, and
-	// fewer than the send queue's 256: nothing may be dropped.
+	// fewer than the send queue's 256 messages and 32 MiB: nothing may be
+	// dropped.
 	const n = 200
 	big := schemas.Ptr(schemas.JSON(`"` + strings.Repeat("x", 64<<10) + `"`))
 	for i := range n {

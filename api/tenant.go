@@ -7,17 +7,25 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// Tenants. With authentication on, every credential acts for one tenant:
+// Tenants. An intent is known by its tenant and its id (intentKey): two
+// tenants that use one id have two intents, each with its own result, and
+// nothing one does with its intent reaches the other's. With authentication
+// on, every credential acts for one tenant:
 //
 //   - POST /v1/intents stamps the intent with the credential's tenant; a body
 //     naming another tenant is refused (403 forbidden_tenant) rather than
-//     silently rewritten, so that a client's mistake shows;
-//   - GET /v1/intents/{id} of another tenant's intent answers 404, as for an
-//     unknown id (its existence is not revealed), and so does ?wait;
+//     silently rewritten, so that a client's mistake shows; ?wait waits for
+//     the result of the caller's intent only;
+//   - GET and DELETE /v1/intents/{id} see the caller's tenant's intent only:
+//     another tenant's intent with that id is answered word for word as an
+//     unknown one (its existence is not revealed);
 //   - a stream connection receives only its tenant's results, whatever it
 //     subscribes to (a result without a tenant belongs to no tenant).
 //
-// With authentication off there are no tenants: everyone sees everything.
+// With authentication off there are no callers' tenants: everyone sees
+// everything, and an intent id names the tenant-less intent, else the
+// oldest this instance remembers with that id (POST still uses the body's
+// tenant, which is the intent's).
 
 // tenantOf returns the tenant a result belongs to ("" for none).
 func tenantOf(res *schemas.IntentResult) string {
@@ -25,12 +33,6 @@ func tenantOf(res *schemas.IntentResult) string {
 		return ""
 	}
 	return *res.Tenant
-}
-
-// visible reports whether the request's principal may see res: always with
-// authentication off, else only its own tenant's.
-func visible(p *principal, res *schemas.IntentResult) bool {
-	return p == nil || tenantOf(res) == p.tenant
 }
 
 // stampTenant sets req's tenant to the principal's, or answers 403
@@ -49,16 +51,35 @@ func stampTenant(w http.ResponseWriter, p *principal, req *schemas.IntentRequest
 	return true
 }
 
-// awaitVisible is Results.await as seen by p: another tenant's stored result
-// counts as absent, and then a waiter that nothing wakes is returned, so that
-// ?wait waits out its time as for any result that does not come. (The
-// router drops the duplicate request, so no result of p's tenant comes.)
-func (s *Server) awaitVisible(p *principal, intentID string) (*schemas.IntentResult, *waiter) {
-	res, wt := s.results.await(intentID)
-	if res == nil || visible(p, res) {
-		return res, wt
+// hasResult reports whether e holds a result (not only a timeout event).
+func hasResult(e *entry) bool { return e.res != nil }
+
+// findFor returns the entry of intent id as p sees it (want filtering the
+// entries considered), or nil: p's tenant's own with authentication on,
+// else any tenant's (the tenant-less one first). Called with Results.mu
+// held.
+func (r *Results) findFor(tenant *string, id string, want func(*entry) bool) *entry {
+	if tenant != nil {
+		if e := r.st.get(intentKey{*tenant, id}); e != nil && want(e) {
+			return e
+		}
+		return nil
 	}
-	return nil, &waiter{id: intentID, c: make(chan *schemas.IntentResult, 1)}
+	return r.st.anyTenant(id, want)
+}
+
+// storedFor returns the stored result of intent id that s may receive, or
+// nil. Called with Results.mu held.
+func (r *Results) storedFor(s *subscriber, id string) *entry {
+	return r.findFor(s.tenant, id, hasResult)
+}
+
+// tenantPtr is p's tenant as a pointer: nil without authentication.
+func tenantPtr(p *principal) *string {
+	if p == nil {
+		return nil
+	}
+	return &p.tenant
 }
 
 // admits reports whether a result may be sent to the subscriber: any result
@@ -77,6 +98,8 @@ func (s *subscriber) admitsEvent(ev *event) bool {
 		return s.admits(ev.entry.res)
 	case ev.timeout != nil:
 		return s.admitsTimeout(ev.timeout)
+	case ev.progress != nil:
+		return s.admitsProgress(ev.progress)
 	}
 	return s.tenant == nil
 }

@@ -91,7 +91,9 @@ func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout, pend *Pending
 // getIntent serves GET /v1/intents/{id}[?wait=DURATION]: the intent's
 // result and timeline, or its pending state, from this instance's memory or
 // the lookup store, whichever instance took it. With ?wait, a pending
-// intent's answer waits up to DURATION for its result.
+// intent's answer waits up to DURATION for its result. The caller's tenant's
+// intent only (tenant.go); another tenant's is not found, word for word as
+// an unknown one.
 func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 	id, ok := intentIDParam(w, r)
 	if !ok {
@@ -108,7 +110,13 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 && !st.Resolved() {
 		// Register the waiter, then look again: a result that lands in
 		// between is found by one or the other.
-		res, wt := s.awaitVisible(p, id)
+		// The waiter is the intent's: the tenant it was found under, else
+		// the caller's (the tenant-less one with authentication off).
+		wk := intentKey{deref(tenantPtr(p)), id}
+		if err == nil {
+			wk.tenant = st.Tenant
+		}
+		res, wt := s.results.await(wk)
 		if res == nil {
 			if again, aerr := s.lookup.Lookup(r.Context(), tenant, id); aerr == nil || err != nil {
 				st, err = again, aerr
@@ -118,8 +126,8 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 			res = s.waitFor(r.Context(), wt, wait)
 		}
 		s.results.release(wt)
-		if res != nil && visible(p, res) {
-			st, err = IntentStatus{IntentID: id, Tenant: tenantOf(res), Result: res, Timeout: st.Timeout}, nil
+		if res != nil {
+			st, err = IntentStatus{IntentID: id, Tenant: wk.tenant, Result: res, Timeout: st.Timeout}, nil
 		}
 	}
 	switch {
@@ -162,32 +170,18 @@ func intentIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-// lookup returns what this instance knows of an intent: its result, its
-// timeout event, whether it was submitted here and is unresolved, and then
-// its tenant.
-func (r *Results) lookup(id string) (*schemas.IntentResult, *schemas.IntentTimeout, bool, string) {
+// lookup returns what this instance knows of intent id as tenant's caller
+// sees it (nil: any tenant's, authentication off): its result, its last
+// timeout event, and whether it was submitted here and is unresolved.
+func (r *Results) lookup(tenant *string, id string) (*schemas.IntentResult, *schemas.IntentTimeout, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var res *schemas.IntentResult
-	if e, ok := r.byID[id]; ok {
-		res = e.res
-	}
 	r.stats.expire()
-	_, inflight := r.stats.inflight[id]
-	return res, r.timeouts[id], inflight, r.stats.owner[id]
-}
-
-// storeTimeout keeps a timeout event for GET /v1/intents/{id}, evicting the
-// oldest beyond the store's capacity. Called with mu held.
-func (r *Results) storeTimeout(t *schemas.IntentTimeout) {
-	if _, ok := r.timeouts[t.IntentID]; ok {
-		r.timeouts[t.IntentID] = t
-		return
+	e := r.findFor(tenant, id, func(*entry) bool { return true })
+	if e == nil {
+		_, inflight := r.stats.inflight[intentKey{deref(tenant), id}]
+		return nil, nil, inflight
 	}
-	if old := r.tring[r.tnext]; old != "" {
-		delete(r.timeouts, old)
-	}
-	r.tring[r.tnext] = t.IntentID
-	r.tnext = (r.tnext + 1) % len(r.tring)
-	r.timeouts[t.IntentID] = t
+	_, inflight := r.stats.inflight[e.key]
+	return e.res, e.timeout, inflight
 }

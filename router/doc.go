@@ -2,7 +2,7 @@
 // agent responses from Kafka, dispatches each intent to its agent's topic,
 // pairs responses with pending intents by id, times intents out on a timing
 // wheel, resolves them with a fallback, and writes exactly one result per
-// intent.
+// intent, after the intent's progress records (progress.go).
 //
 // # Goroutines
 //
@@ -26,6 +26,14 @@
 // pending leaves their requests uncommitted, and whoever owns the partition
 // next replays them. Replays may dispatch an intent again and, rarely, write a
 // second result for it; that is what at_least_once means.
+//
+// exactly_once (txn.go): outputs and the offsets of the records that caused
+// them go into Kafka transactions through a TxSink. The event loop commits
+// as soon as a transaction holds outputs (group commit): a commit blocks the
+// loop, so one is in flight at a time, and what arrives meanwhile is the
+// next transaction's batch; records that caused nothing wait at most
+// commit_interval. A failed commit drops the work since the last one and
+// rewinds to the committed offsets.
 //
 // # What it does not own
 //

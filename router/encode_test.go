@@ -95,20 +95,23 @@ topics:
 // the intent resolved: a tombstone replaces the pending record, so that no
 // takeover brings it back, and this instance's dedup window holds it.
 func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
-	cfg, err := config.Parse("t.yaml", []byte("agents: {one: {}}\nintents: {plain: {agent: one, timeout: 1s}}\ntopics: {partitions: 1}\n"), nil)
+	cfg, err := config.Parse("t.yaml", []byte("agents: {one: {}}\nintents: {plain: {agent: one, timeout: 1s, fallback: {cache: {key: session_id}}}}\ntopics: {partitions: 1}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const nowMs = 1_800_000_000_000
-	// A payload that makes the pending record larger than the result.
-	payload := schemas.JSON(`{"text":"` + strings.Repeat("x", 200) + `"}`)
+	// A small payload and a long session id, which is the cache key too:
+	// the marker (no payload, but resolved_at and outcome) is then the
+	// largest record, the result (the session id once) the smallest.
+	payload := schemas.JSON(`{}`)
+	session := strings.Repeat("s", 100)
 	plain, err := schemas.NewCodec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pending := &schemas.PendingIntent{
 		IntentID: "m-1", IntentType: "plain", Agent: "one", RecordTs: nowMs, ReceivedAt: nowMs, DispatchedAt: nowMs,
-		Deadline: nowMs + 1000, Attempt: 1, Payload: payload,
+		Deadline: nowMs + 1000, Attempt: 1, Payload: payload, SessionID: &session, CacheKey: session,
 	}
 	state, err := plain.Encode(config.DefaultPending, pending)
 	if err != nil {
@@ -133,7 +136,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 		}
 		e.flush(nowMs)
 	}
-	req := &schemas.IntentRequest{IntentID: "m-1", IntentType: "plain", Payload: payload}
+	req := &schemas.IntentRequest{IntentID: "m-1", IntentType: "plain", Payload: payload, SessionID: &session}
 	push(config.DefaultRequests, req)
 	ok := schemas.JSON(`{}`)
 	push(config.DefaultResponses, &schemas.AgentResponse{RequestID: "m-1", Agent: "one", Status: schemas.StatusOK, Answer: &ok})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
@@ -45,10 +46,13 @@ type route struct {
 	static      *schemas.JSON
 	retry       *retryPolicy // nil: no retries
 	idleMs      int64        // 0: no idle timeout
+	progress    progressLimits
 	m           *routeMetrics
 
 	attachContext bool // context: attach
 	contextMaxAge time.Duration
+
+	input *payload.Schema // input_schema (payload.go); nil: none
 }
 
 // pending is an intent dispatched and not yet resolved.
@@ -78,6 +82,19 @@ type pending struct {
 
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
+	progress       progressState // progress.go
+
+	key []byte // id as a record key, made once and shared by its outputs (see keyBytes)
+}
+
+// keyBytes is p's id as a record key. Its outputs share it (a sink copies
+// or keeps it, never changes it), so an intent's four or five outputs cost
+// one conversion.
+func (p *pending) keyBytes() []byte {
+	if p.key == nil {
+		p.key = []byte(p.id)
+	}
+	return p.key
 }
 
 // emitFunc hands an output to the sink; each non-nil track waits for its
@@ -118,6 +135,17 @@ type engine struct {
 	holdMax int64 // ms: how long an intent is held at most
 	// read says how far each responses partition has been read.
 	read map[int32]*readProgress
+
+	// scratch holds the records the engine encodes and forgets at once,
+	// filled anew for each encode (the codec keeps no reference), so the
+	// hot path allocates none of them.
+	scratch struct {
+		ar         schemas.AgentRequest
+		pi         schemas.PendingIntent
+		res        schemas.IntentResult
+		resolvedAt int64
+		outcome    string
+	}
 }
 
 // readProgress is how far a responses partition has been read: to its end
@@ -174,8 +202,13 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 			retry:  newRetryPolicy(it.Retry),
 			idleMs: it.IdleTimeout.D().Milliseconds(),
 			m:      m.forRoute(name, it.Agent),
+
+			progress: progressLimitsOf(it.Progress),
 		}
 		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
+		if it.InputSchema != nil {
+			r.input = it.InputSchema.Schema
+		}
 		if fc := it.Fallback.Cache; fc != nil {
 			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
 		}
@@ -231,6 +264,9 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		e.m.dupIntents.Inc()
 		return
 	}
+	if e.payloadFails(rec, t, r, &req, nowMs) {
+		return
+	}
 	p := &pending{
 		id:          req.IntentID,
 		route:       r,
@@ -257,7 +293,8 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 // dispatch sends an intent to its agent, records it in the pending
 // changelog, and starts its timer. The caller has checked admission.
 func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
-	ar := &schemas.AgentRequest{
+	ar := &e.scratch.ar
+	*ar = schemas.AgentRequest{
 		IntentID:    p.id,
 		IntentType:  p.route.name,
 		Agent:       p.agent.name,
@@ -291,7 +328,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: p.headers()}, t, nil)
+	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -307,12 +344,13 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 
 // persist writes p's state to the pending changelog.
 func (e *engine) persist(p *pending, t *track) bool {
-	state, err := e.codec.Encode(e.topics.Pending, p.record())
+	p.recordInto(&e.scratch.pi)
+	state, err := e.codec.Encode(e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Pending, Key: []byte(p.id), Value: state}, t, nil)
+	e.emit(&Output{Topic: e.topics.Pending, Key: p.keyBytes(), Value: state}, t, nil)
 	p.persisted = true
 	return true
 }
@@ -342,9 +380,9 @@ func (e *engine) schedule(p *pending) {
 	p.timer = e.wheel.Schedule(due, p)
 }
 
-// record is p's durable form.
-func (p *pending) record() *schemas.PendingIntent {
-	rec := &schemas.PendingIntent{
+// recordInto fills rec with p's durable form.
+func (p *pending) recordInto(rec *schemas.PendingIntent) {
+	*rec = schemas.PendingIntent{
 		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
 		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
 		CacheKey: p.cacheKey, Payload: p.payload, ContextRef: p.contextRef, SessionID: p.sessionID,
@@ -360,7 +398,24 @@ func (p *pending) record() *schemas.PendingIntent {
 			rec.IdleDeadline = schemas.Ptr(p.idleAt)
 		}
 	}
-	return rec
+	p.writeProgress(rec)
+}
+
+// resolvedRecord is the changelog's resolution marker for p: what the dedup
+// window needs after a takeover (id, type, cache key, tenant, outcome), not
+// the payload, context or phase a pending intent needs, so a resolution
+// neither encodes nor writes the payload a third time.
+// It is built in the engine's scratch record.
+func (e *engine) resolvedRecord(p *pending, nowMs int64, outcome schemas.Outcome) *schemas.PendingIntent {
+	sc := &e.scratch
+	sc.resolvedAt, sc.outcome = nowMs, string(outcome)
+	sc.pi = schemas.PendingIntent{
+		IntentID: p.id, IntentType: p.route.name, Agent: p.agent.name, RecordTs: p.recordTs,
+		ReceivedAt: p.receivedAt, DispatchedAt: p.dispatched, Deadline: p.deadline, Attempt: p.attempt,
+		CacheKey: p.cacheKey, SessionID: p.sessionID, Tenant: p.tenant,
+		ResolvedAt: &sc.resolvedAt, Outcome: &sc.outcome,
+	}
+	return &sc.pi
 }
 
 // onResponse handles one record of the responses topic.
@@ -375,8 +430,11 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		return
 	}
 	defer e.readResponse(rec.Partition, rec.TimestampMs, nowMs)
-	p := e.pending[resp.RequestID]
+	p := e.pendingFor(&resp)
 	if p == nil {
+		if resp.Status == schemas.StatusProgress {
+			e.strayProgress(&resp)
+		}
 		e.onStrayResponse(&resp, nowMs, t)
 		return
 	}
@@ -402,14 +460,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.recordOutcome(p, true, nowMs)
 		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
-		e.m.progress.Inc()
-		if current && p.route.idleMs > 0 {
-			// Progress pushes the idle deadline, never the deadline.
-			p.idleAt = nowMs + p.route.idleMs
-			if e.persist(p, t) {
-				e.schedule(p)
-			}
-		}
+		e.onProgress(p, &resp, current, t, nowMs)
 	default:
 		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
 	}
@@ -559,7 +610,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: []byte(p.id), Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause, nil)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
@@ -592,7 +643,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		e.leave(p)
 	}
 	delete(e.pending, p.id)
-	res := &schemas.IntentResult{
+	res := &e.scratch.res
+	*res = schemas.IntentResult{
 		IntentID:   p.id,
 		IntentType: p.route.name,
 		Agent:      p.agentName(),
@@ -615,21 +667,20 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		res.Timeline.AnsweredAt = &answeredAt
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
+	res.ProgressCount = p.progressCount()
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
 		return
 	}
-	key := []byte(p.id)
+	key := p.keyBytes()
 	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
 	// The changelog remembers the resolution for the dedup window, so that a
 	// duplicate request is not dispatched again even after a takeover; the
 	// window's rotation tombstones it.
 	remember := p.agent != nil // rejected requests are not remembered
 	if remember {
-		rec := p.record()
-		rec.ResolvedAt, rec.Outcome = &nowMs, (*string)(&outcome)
-		state, err := e.codec.Encode(e.topics.Pending, rec)
+		state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
 		if err != nil {
 			// The result is out: remember the resolution here at least, and
 			// tombstone the pending record so that no takeover resurrects it.

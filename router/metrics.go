@@ -33,8 +33,12 @@ type metrics struct {
 	restoreSeconds  prometheus.Histogram
 	transactions    *prometheus.CounterVec
 	commitSeconds   prometheus.Histogram
-	recordSeconds   *prometheus.HistogramVec
-	revokedSkipped  prometheus.Counter
+	committed       prometheus.Counter // transactions{result="committed"}, resolved once
+	// Group commit's batch sizes: records consumed and outputs produced by
+	// one committed transaction.
+	txRecords, txOutputs prometheus.Histogram
+	recordSeconds        *prometheus.HistogramVec
+	revokedSkipped       prometheus.Counter
 	// The two series of recordSeconds, resolved once: observed per record.
 	requestSeconds, responseSeconds prometheus.Observer
 	circuitState                    *prometheus.GaugeVec
@@ -43,6 +47,7 @@ type metrics struct {
 	retries                         *prometheus.CounterVec
 	cancels                         *prometheus.CounterVec
 	staleResponses                  prometheus.Counter
+	prog                            *progressMetrics // progress.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -123,6 +128,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_transaction_commit_duration_seconds", Help: "Time to send offsets and commit one transaction.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
+		txRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_transaction_records", Help: "Records consumed (requests and responses) whose offsets one committed transaction carries: the group commit's batch size.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		txOutputs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_transaction_outputs", Help: "Records produced (dispatches, results, changelog, timeouts) in one committed transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+		}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_agent_circuit_state", Help: "An agent's circuit breaker: 0 closed, 1 open, 2 half-open (only agents with a breaker).",
 		}, []string{"agent"}),
@@ -145,12 +158,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.recordSeconds,
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.txRecords, m.txOutputs, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	m.committed = m.transactions.WithLabelValues("committed")
+	var err error
+	if m.prog, err = newProgressMetrics(reg); err != nil {
+		return nil, err
 	}
 	m.requestSeconds = m.recordSeconds.WithLabelValues("requests")
 	m.responseSeconds = m.recordSeconds.WithLabelValues("responses")
@@ -189,4 +207,16 @@ func (m *metrics) forRoute(intentType, agent string) *routeMetrics {
 		rm.timeouts[r] = m.timeouts.WithLabelValues(intentType, string(r))
 	}
 	return rm
+}
+
+// registerPendingLimit exports router.max_pending beside
+// switchboard_intents_pending, so that an alert or a dashboard can say how
+// near the router is to pausing its intake.
+func registerPendingLimit(reg prometheus.Registerer, limit int) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchboard_intents_pending_limit",
+		Help: "router.max_pending: at this many pending intents the router pauses fetching requests (and resumes below 90% of it).",
+	})
+	g.Set(float64(limit))
+	return reg.Register(g)
 }

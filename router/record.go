@@ -125,6 +125,18 @@ type TxSink interface {
 	Reset() error
 }
 
+// TxRegistrar is what a TxSink may also do: Register, called right after
+// Begin and before the transaction's first output, stages the owned
+// partitions' offsets in the new transaction, which registers it with its
+// coordinator. Group commit begins a transaction right after the previous
+// one committed, while the broker still completes that one; librdkafka waits
+// a fixed 20 ms before it retries registering output partitions refused
+// meanwhile (CONCURRENT_TRANSACTIONS), but retries staging offsets after
+// retry.backoff.ms. Errors are *TxnError.
+type TxRegistrar interface {
+	Register(ctx context.Context, offsets map[TopicPartition]int64, group any) error
+}
+
 // TxnError says what a failed transaction step needs.
 type TxnError struct {
 	Err error

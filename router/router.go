@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -100,7 +99,10 @@ type Router struct {
 	txOpen     bool                     // exactly_once: a transaction holds outputs
 	dirty      bool                     // exactly_once: positions moved since the last commit
 	lastCommit int64
-	discarding bool // exactly_once: after an abort, until the poll goroutine has rewound
+	// exactly_once: what the open transaction holds, for the batch-size
+	// histograms: records consumed and outputs produced since the last commit.
+	txRecords, txOutputs int
+	discarding           bool // exactly_once: after an abort, until the poll goroutine has rewound
 	// needDrop: exactly_once: a transaction failed during the current event;
 	// its work (and whatever the event did after the failure) is dropped
 	// once the event is handled (see settleFailure). dropFatal: the failure
@@ -158,6 +160,9 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	}
 	m, err := newMetrics(o.reg)
 	if err != nil {
+		return nil, fmt.Errorf("router: registering metrics: %w", err)
+	}
+	if err := registerPendingLimit(o.reg, cfg.Router.MaxPending); err != nil {
 		return nil, fmt.Errorf("router: registering metrics: %w", err)
 	}
 	r.m = m
@@ -295,15 +300,11 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case ev := <-r.events:
 			r.handle(ev)
 			// Take whatever else is queued before the next select, so a
-			// burst costs one wake-up.
-			for n := 0; n < 256; n++ {
-				select {
-				case ev = <-r.events:
-					r.handle(ev)
-					continue
-				default:
-				}
-				break
+			// burst costs one wake-up (and, exactly_once, one commit: what
+			// queued during the last commit is the next one's batch). Only
+			// the loop receives, so len is what it can take without waiting.
+			for n := len(r.events); n > 0; n-- {
+				r.handle(<-r.events)
 			}
 		case a := <-acks:
 			r.ack(a)
@@ -323,6 +324,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case <-commits:
 			r.commit()
 		}
+		r.groupCommit()
 	}
 }
 
@@ -349,6 +351,7 @@ func (r *Router) handle(ev any) {
 		} else {
 			r.positions[tp] = ev.Offset + 1
 			r.dirty = true
+			r.txRecords++
 		}
 		switch {
 		case r.misrouted(ev):
@@ -457,15 +460,15 @@ func (r *Router) produce(o *Output, a, b *track) {
 			return // the transaction failed: this work is redone after the rewind
 		}
 		if !r.txOpen {
-			if err := r.tx.Begin(); err != nil {
+			if err := r.begin(); err != nil {
 				r.txFailed(err)
 				return
 			}
-			r.txOpen = true
 		}
 		if err := r.tx.Produce(o, nil); err != nil {
 			r.txFailed(err)
 		}
+		r.txOutputs++
 		return
 	}
 	a.hold()
@@ -494,132 +497,6 @@ func (r *Router) ack(a Ack) {
 	}
 	r.tr.release(d.a)
 	r.tr.release(d.b)
-}
-
-// commit commits the open transaction with the positions of every owned
-// partition (exactly_once). Sending offsets in every transaction, even one
-// that only holds a timer's outputs, is what fences a zombie instance: its
-// commit fails once the group has moved on.
-func (r *Router) commit() {
-	defer r.settleFailure()
-	now := r.opts.clock.Now()
-	r.lastCommit = now.UnixMilli()
-	if r.discarding {
-		return // the last transaction aborted: nothing is open until the rewind
-	}
-	if !r.txOpen && !r.dirty {
-		return
-	}
-	if r.src.AssignmentLost() {
-		// The group has moved on without this member (session timeout,
-		// fencing): a commit now might not be fenced, and another member may
-		// already be redoing this work. Drop it; the revocation follows.
-		r.abandon("assignment lost")
-		return
-	}
-	offsets := make(map[TopicPartition]int64, len(r.positions))
-	for tp, off := range r.positions {
-		if r.assigned[tp] {
-			offsets[tp] = off
-		}
-	}
-	if !r.txOpen {
-		if len(offsets) == 0 {
-			r.dirty = false
-			return
-		}
-		if err := r.tx.Begin(); err != nil {
-			r.txFailed(err)
-			return
-		}
-		r.txOpen = true
-	}
-	group, err := r.src.GroupMetadata()
-	if err != nil {
-		r.txFailed(&TxnError{Err: err, Abortable: true})
-		return
-	}
-	// Bounded: the loop waits here, and a commit that cannot finish in this
-	// time is better aborted and redone.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	for try := 1; ; try++ {
-		err = r.tx.Commit(ctx, offsets, group)
-		var te *TxnError
-		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		r.txFailed(err)
-		return
-	}
-	r.txOpen, r.dirty = false, false
-	r.engine.resolved.commit()
-	r.m.transactions.WithLabelValues("committed").Inc()
-	r.m.commitSeconds.Observe(r.opts.clock.Since(now).Seconds())
-}
-
-// txFailed marks the open transaction failed: nothing more is produced, and
-// once the current event is handled settleFailure aborts it (or, after a
-// fatal error, replaces the producer) and redoes the work from the last
-// committed state. Dropping at once would let the rest of the event add state
-// (pending intents, resolutions) that outlives the abort.
-func (r *Router) txFailed(err error) {
-	r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
-	var te *TxnError
-	r.dropFatal = r.dropFatal || (errors.As(err, &te) && te.Fatal)
-	r.needDrop, r.discarding = true, true
-}
-
-// settleFailure, after an event in which a transaction failed, drops the
-// work since the last commit (every owned partition is forgotten) and asks
-// the poll goroutine to rewind to the committed offsets and restore.
-func (r *Router) settleFailure() {
-	if !r.needDrop {
-		return
-	}
-	fatal := r.dropFatal
-	r.needDrop, r.dropFatal = false, false
-	r.dropWork(fatal)
-	select {
-	case r.rewinds <- struct{}{}:
-	default:
-	}
-}
-
-// abandon aborts the open transaction and forgets every owned partition's
-// state, without rewinding: the partitions are being taken away.
-func (r *Router) abandon(why string) {
-	r.opts.log.Warn("abandoning the open transaction", "reason", why)
-	r.dropWork(false)
-}
-
-// dropWork undoes everything since the last commit: it aborts the open
-// transaction (or, when the producer is beyond that, replaces it) and forgets
-// the state of every owned partition and the resolutions since the commit.
-func (r *Router) dropWork(fatal bool) {
-	r.m.transactions.WithLabelValues("aborted").Inc()
-	if !fatal && r.txOpen {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := r.tx.Abort(ctx); err != nil {
-			fatal = true
-			r.opts.log.Warn("abort failed: replacing the producer", "error", err)
-		}
-		cancel()
-	}
-	if fatal {
-		if err := r.tx.Reset(); err != nil {
-			r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
-		}
-	}
-	r.txOpen, r.dirty = false, false
-	r.engine.resolved.rollback()
-	for tp := range r.assigned {
-		if tp.Topic == r.cfg.Topics.Requests {
-			r.engine.forgetPartition(tp.Partition)
-		}
-	}
 }
 
 // onRevoke runs in the poll goroutine, inside the Source's rebalance

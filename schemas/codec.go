@@ -186,6 +186,12 @@ func (c *Codec) EncodeAs(enc Encoding, topic string, r Record) ([]byte, error) {
 }
 
 func (c *Codec) encodeJSON(r Record) ([]byte, error) {
+	if b, ok := appendFastJSON(make([]byte, 0, fastJSONSize(r)), r); ok {
+		if len(b) > c.maxBytes {
+			return nil, fmt.Errorf("%w: %d bytes of JSON, limit %d", ErrTooLarge, len(b), c.maxBytes)
+		}
+		return b, nil
+	}
 	buf := c.jsonBufs.Get().(*bytes.Buffer)
 	defer c.putJSONBuf(buf)
 	buf.Reset()
@@ -331,6 +337,10 @@ func firstNonSpace(data []byte) byte {
 
 func (c *Codec) decodeJSON(data []byte, r Record) error {
 	reset(r)
+	if validJSON(data) && decodeFastJSON(data, r) {
+		normalizeEnums(r)
+		return nil
+	}
 	if err := json.Unmarshal(data, r); err != nil {
 		return decodeErr(ClassMalformedJSON, ErrMalformed, "%s: %v", SchemaName(r), err)
 	}

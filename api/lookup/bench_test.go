@@ -39,8 +39,10 @@ func BenchmarkMaterialize(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	m, err := lookup.NewMaterializer(lookup.Config{Results: "r", Timeouts: "t", Store: store, Source: src, Codec: codec,
-		Clock: clockwork.NewFakeClock(), Logger: slog.New(slog.DiscardHandler)})
+	m, err := lookup.NewMaterializer(lookup.Config{
+		Results: "r", Timeouts: "t", Store: store, Source: src, Codec: codec,
+		Clock: clockwork.NewFakeClock(), Logger: slog.New(slog.DiscardHandler),
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,13 +59,14 @@ type Handler interface {
 	Idle() error
 }
 
-// Live receives the results and timeout events read from the end the
-// topics had when the Materializer started (the live stream of this
-// instance): [api.Results] implements it. Begin comes first, with that end.
+// Live receives the results, timeout events and progress read from the end
+// the topics had when the Materializer started (the live stream of this
+// instance): [api.Feed] implements it. Begin comes first, with that end.
 type Live interface {
 	Begin(pos api.Position)
-	AddResult(partition int32, offset int64, res *schemas.IntentResult)
-	AddTimeout(partition int32, offset int64, t *schemas.IntentTimeout)
+	Result(partition int32, offset int64, res *schemas.IntentResult)
+	Timeout(partition int32, offset int64, t *schemas.IntentTimeout)
+	Progress(partition int32, offset int64, p *schemas.IntentProgress)
 }
 
 // Config is what a Materializer reads, and where it writes.
@@ -72,6 +74,10 @@ type Config struct {
 	// Results, Timeouts and Pending are the topics' names; Pending may be
 	// empty (no pending states).
 	Results, Timeouts, Pending string
+	// Progress is the progress topic's name (may be empty): it is not
+	// stored, only handed to Live from its end at the start, so that one
+	// reader feeds the live stream.
+	Progress string
 
 	Store  *Store
 	Source Source
@@ -116,6 +122,9 @@ type Materializer struct {
 	total atomic.Int64 // partitions to catch up on
 }
 
+// kindProgress is the progress topic, read for Live only (never stored).
+const kindProgress Kind = 'g'
+
 type kp struct {
 	k Kind
 	p int32
@@ -147,6 +156,9 @@ func NewMaterializer(cfg Config) (*Materializer, error) {
 	m := &Materializer{cfg: cfg, kinds: map[string]Kind{cfg.Results: KindResults, cfg.Timeouts: KindTimeouts}}
 	if cfg.Pending != "" {
 		m.kinds[cfg.Pending] = KindPending
+	}
+	if cfg.Progress != "" && cfg.Live != nil {
+		m.kinds[cfg.Progress] = kindProgress
 	}
 	return m, nil
 }
@@ -190,8 +202,23 @@ func (m *Materializer) Run(ctx context.Context) error {
 		return err
 	}
 	m.plan(states, from)
+	var progress []int64
+	if _, ok := m.kinds[m.cfg.Progress]; ok {
+		st, err := m.describe(ctx, m.cfg.Progress)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		progress = st.High
+		from[m.cfg.Progress] = slices.Clone(st.High)
+		for p, high := range st.High {
+			m.live[kp{kindProgress, int32(p)}] = high
+		}
+	}
 	if m.cfg.Live != nil {
-		m.cfg.Live.Begin(api.Position{Results: states[m.cfg.Results].High, Timeouts: states[m.cfg.Timeouts].High})
+		m.cfg.Live.Begin(api.Position{Results: states[m.cfg.Results].High, Timeouts: states[m.cfg.Timeouts].High, Progress: progress})
 	}
 	m.batch = m.cfg.Store.NewBatch()
 	defer m.batch.Close()
@@ -363,6 +390,21 @@ func (m *Materializer) record(rec *Record) error {
 	live := m.cfg.Live != nil && k != KindPending && rec.Offset >= m.live[key]
 	var err error
 	switch k {
+	case kindProgress:
+		// Not stored: no position, no batch.
+		if !live {
+			return nil
+		}
+		var p *schemas.IntentProgress
+		if rec.Value != nil {
+			p = &schemas.IntentProgress{}
+			if derr := m.cfg.Codec.Decode(rec.Value, p); derr != nil || p.IntentID == "" {
+				m.undecodable(rec, derr)
+				p = nil
+			}
+		}
+		m.cfg.Live.Progress(rec.Partition, rec.Offset, p)
+		return nil
 	case KindResults:
 		var res *schemas.IntentResult
 		if rec.Value != nil {
@@ -375,7 +417,7 @@ func (m *Materializer) record(rec *Record) error {
 			}
 		}
 		if live {
-			m.cfg.Live.AddResult(rec.Partition, rec.Offset, res)
+			m.cfg.Live.Result(rec.Partition, rec.Offset, res)
 		}
 	case KindTimeouts:
 		var t *schemas.IntentTimeout
@@ -389,7 +431,7 @@ func (m *Materializer) record(rec *Record) error {
 			}
 		}
 		if live {
-			m.cfg.Live.AddTimeout(rec.Partition, rec.Offset, t)
+			m.cfg.Live.Timeout(rec.Partition, rec.Offset, t)
 		}
 	case KindPending:
 		if rec.Value == nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ const (
 	topicResults  = "results"
 	topicTimeouts = "timeouts"
 	topicPending  = "pending"
+	topicProgress = "progress"
 	testTimeout   = 10 * time.Second
 )
 
@@ -54,6 +56,7 @@ func newEnv(t *testing.T) *env {
 	e.src.CreateTopic(topicResults, "id-results", 3)
 	e.src.CreateTopic(topicTimeouts, "id-timeouts", 3)
 	e.src.CreateTopic(topicPending, "id-pending", 3)
+	e.src.CreateTopic(topicProgress, "id-progress", 3)
 	t.Cleanup(e.stop)
 	return e
 }
@@ -67,7 +70,7 @@ func (e *env) start() {
 	}
 	e.live = &recordingLive{}
 	e.m, err = lookup.NewMaterializer(lookup.Config{
-		Results: topicResults, Timeouts: topicTimeouts, Pending: topicPending,
+		Results: topicResults, Timeouts: topicTimeouts, Pending: topicPending, Progress: topicProgress,
 		Store: e.store, Source: e.src, Codec: e.codec, Live: e.live,
 		Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -152,6 +155,11 @@ func (e *env) putTimeout(p int32, tenant, id string, deadline int64) int64 {
 	return e.src.Append(topicTimeouts, p, []byte(id), e.encode(topicTimeouts, t))
 }
 
+func (e *env) putProgress(p int32, id string, seq int64) int64 {
+	pr := &schemas.IntentProgress{IntentID: id, IntentType: "echo", Agent: "echo", Sequence: seq, Attempt: 1, ReceivedAt: 100 + seq}
+	return e.src.Append(topicProgress, p, []byte(id), e.encode(topicProgress, pr))
+}
+
 // putPending writes a changelog record keyed as the router keys it: the
 // bare id without a tenant, tenant + "\x1f" + id with one.
 func (e *env) putPending(p int32, pi *schemas.PendingIntent) {
@@ -216,6 +224,7 @@ type recordingLive struct {
 	begin    *api.Position
 	results  []int64 // offsets, partition 0 only
 	timeouts int
+	progress []string // "id/sequence@offset"
 }
 
 func (l *recordingLive) Begin(pos api.Position) {
@@ -224,7 +233,7 @@ func (l *recordingLive) Begin(pos api.Position) {
 	l.begin = &pos
 }
 
-func (l *recordingLive) AddResult(partition int32, offset int64, _ *schemas.IntentResult) {
+func (l *recordingLive) Result(partition int32, offset int64, _ *schemas.IntentResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if partition == 0 {
@@ -232,10 +241,22 @@ func (l *recordingLive) AddResult(partition int32, offset int64, _ *schemas.Inte
 	}
 }
 
-func (l *recordingLive) AddTimeout(int32, int64, *schemas.IntentTimeout) {
+func (l *recordingLive) Timeout(int32, int64, *schemas.IntentTimeout) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.timeouts++
+}
+
+func (l *recordingLive) Progress(_ int32, offset int64, p *schemas.IntentProgress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.progress = append(l.progress, fmt.Sprintf("%s/%d@%d", p.IntentID, p.Sequence, offset))
+}
+
+func (l *recordingLive) progressSeen() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.progress)
 }
 
 func TestMaterializesResultsTimeoutsAndPendingStates(t *testing.T) {
@@ -572,5 +593,34 @@ func TestAStoreInUseIsRefused(t *testing.T) {
 	defer func() { _ = s.Close() }()
 	if _, err := lookup.Open(dir, lookup.WithLogger(slog.New(slog.DiscardHandler))); !errors.Is(err, lookup.ErrOpen) {
 		t.Fatalf("a second Open of the same directory: %v, want ErrOpen", err)
+	}
+}
+
+// The progress topic is not stored: the Materializer hands what comes
+// after its end at the start to Live (the one reader of an instance), never
+// what came before, and a restart starts at its end again.
+func TestProgressIsHandedToLiveFromItsEndOnly(t *testing.T) {
+	e := newEnv(t)
+	e.putProgress(0, "old", 1)
+	e.putResult(0, result("", "old", schemas.OutcomeAnswered, 100))
+	e.ready()
+	e.putProgress(0, "new", 1)
+	e.putProgress(0, "new", 2)
+	e.putResult(0, result("", "new", schemas.OutcomeAnswered, 101))
+	e.found("", "new", "answered")
+	e.waitFor("the live progress", func() bool { return len(e.live.progressSeen()) == 2 })
+	if got := e.live.progressSeen(); !slices.Equal(got, []string{"new/1@1", "new/2@2"}) {
+		t.Fatalf("live progress: %v, want new/1@1 and new/2@2 only", got)
+	}
+	if b := e.live.begin; b == nil || len(b.Progress) != 3 || b.Progress[0] != 1 {
+		t.Fatalf("Live began at %+v, want progress partition 0 at 1", e.live.begin)
+	}
+	e.stop()
+	e.putProgress(0, "later", 1)
+	e.ready()
+	e.putProgress(0, "live", 1)
+	e.waitFor("the live progress", func() bool { return len(e.live.progressSeen()) == 1 })
+	if got := e.live.progressSeen(); got[0] != "live/1@4" {
+		t.Fatalf("after a restart, live progress: %v, want live/1@4 only", got)
 	}
 }

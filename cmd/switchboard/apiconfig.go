@@ -17,8 +17,14 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 	c := api.Config{
 		Listen:                  h.Listen,
 		MaxWait:                 h.MaxWait.D(),
+		MaxBodyBytes:            h.MaxBodyBytes,
+		MaxHeaderBytes:          h.MaxHeaderBytes,
+		ReadHeaderTimeout:       h.ReadHeaderTimeout.D(),
+		BodyReadTimeout:         h.BodyReadTimeout.D(),
+		IdleTimeout:             h.IdleTimeout.D(),
 		AllowedOrigins:          h.AllowedOrigins,
 		SendQueue:               ws.SendQueue,
+		SendQueueBytes:          ws.SendQueueBytes,
 		PingPeriod:              ws.PingPeriod.D(),
 		PongWait:                ws.PongWait.D(),
 		WriteWait:               ws.WriteWait.D(),
@@ -47,6 +53,11 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 			Audience:        r.Audience,
 			TenantClaim:     r.TenantClaim,
 			Leeway:          r.Leeway,
+
+			JWKSURL:              r.JWKSURL,
+			JWKSRefresh:          r.JWKSRefresh,
+			Resource:             r.Resource,
+			AuthorizationServers: r.AuthorizationServers,
 		},
 	}
 	for _, k := range r.APIKeys {

@@ -30,6 +30,7 @@ type benchOptions struct {
 	stepDuration time.Duration
 	maxP99       time.Duration
 	maxLag       int64 // 0: one second of the step's rate
+	stepRepeat   bool
 	maxRate      float64
 	serviceTime  time.Duration
 	ignoreRate   float64
@@ -69,9 +70,12 @@ timestamps are whole milliseconds. A progress line goes to stderr every
 second; the report to stdout, as a table or with --json as JSON.
 
 --step-up raises the rate by --step every --step-duration, from
---start-rate, until a step's p99 (of the results read during it) exceeds
---max-p99 or the intents without a result exceed --max-lag, and reports the
-knee: the last rate that held.
+--start-rate, until a step's p99 (of the results read during it, as a
+caller observes them: from the send to when a read_committed reader had
+the result) exceeds --max-p99 or the intents without a result exceed
+--max-lag, and reports the knee: the last rate that held. A step that did
+not hold is run once more at the same rate (--step-repeat) once its
+backlog has drained, so that one stall does not decide the knee.
 
 --baseline then runs the same load over the same four Kafka hops (request,
 dispatch, response, result) carried by plain consume-produce loops with the
@@ -95,6 +99,7 @@ broker (no Kafka needed; its CPU then counts as the process's).`, `  switchboard
 	fs.Float64Var(&o.step, "step", 1000, "--step-up: what each step adds to the `rate` (intents/s)")
 	fs.DurationVar(&o.stepDuration, "step-duration", 5*time.Second, "--step-up: how long each step lasts")
 	fs.DurationVar(&o.maxP99, "max-p99", 500*time.Millisecond, "--step-up: a step holds while the p99 of its end-to-end latency is at most this `duration`")
+	fs.BoolVar(&o.stepRepeat, "step-repeat", true, "--step-up: run a step that did not hold once more at the same rate before calling the knee (one stall does not decide it)")
 	fs.Int64Var(&o.maxLag, "max-lag", 0, "--step-up: … and at most this many `intents` have no result at its end (0: one second of the step's rate)")
 	fs.Float64Var(&o.maxRate, "max-rate", 50000, "--step-up: stop after the step at this `rate` (intents/s)")
 	fs.DurationVar(&o.serviceTime, "service-time", 0, "how long the demo agent takes per intent")
@@ -252,6 +257,7 @@ topics:
   responses: bench.%[1]s.agent.response
   results: bench.%[1]s.intent.result
   timeouts: bench.%[1]s.intent.timeout
+  progress: bench.%[1]s.intent.progress
   dead_letter: bench.%[1]s.intent.dlq
   pending: bench.%[1]s.router.pending
   fallback_cache: bench.%[1]s.fallback.cache
@@ -315,6 +321,7 @@ func (ph *phase) load(ctx context.Context, release func(int64, time.Time)) error
 
 	stepStart, stepEnd := start, start.Add(o.stepDuration)
 	var resultsBefore, releasedBefore int64
+	repeated := false // the current rate is a repeat of a step that did not hold
 	ph.takeStep()
 	s.run(ctx, p, func(now time.Time, released int64) bool {
 		progress(now)
@@ -334,8 +341,22 @@ func (ph *phase) load(ctx context.Context, release func(int64, time.Time)) error
 			maxLag = int64(math.Ceil(rate))
 		}
 		st.Held = n > 0 && time.Duration(p99)*time.Millisecond <= o.maxP99 && st.Lag <= maxLag
+		st.Repeat = repeated
 		ph.steps = append(ph.steps, st)
 		switch {
+		case !st.Held && !repeated && o.stepRepeat:
+			// One stall (a log roll, a GC, a neighbour's burst) should not
+			// decide the knee: a step that did not hold runs once more at
+			// the same rate, after the backlog it left has drained.
+			repeated = true
+			ph.settleBacklog(ctx, maxLag)
+			now = ph.clock.Now()
+			p.resume(now, released)
+			stepStart, stepEnd = now, now.Add(o.stepDuration)
+			resultsBefore, releasedBefore = ph.results.Load(), released
+			ph.takeStep()
+			fmt.Fprintf(ph.stderr, "bench %s: step %d did not hold; repeating %v intents/s once\n", ph.kind, len(ph.steps), rate)
+			return false
 		case !st.Held:
 			ph.stopReason = fmt.Sprintf("the step at %v/s did not hold: p99 %s (limit %s), %d intents without a result (limit %d)",
 				rate, time.Duration(p99)*time.Millisecond, o.maxP99, st.Lag, maxLag)
@@ -346,6 +367,7 @@ func (ph *phase) load(ctx context.Context, release func(int64, time.Time)) error
 			return true
 		}
 		ph.knee = rate
+		repeated = false
 		rate += o.step
 		p.setRate(now, rate)
 		stepStart, stepEnd = now, now.Add(o.stepDuration)
@@ -355,6 +377,25 @@ func (ph *phase) load(ctx context.Context, release func(int64, time.Time)) error
 	})
 	ph.markEnd(ph.clock.Now())
 	return ctx.Err()
+}
+
+// settleBacklog pauses the load until at most a tenth of maxLag intents
+// are without a result, or for the intent timeout plus a second (by then
+// every intent sent has its result or never will).
+func (ph *phase) settleBacklog(ctx context.Context, maxLag int64) {
+	limit := ph.clock.Now().Add(ph.o.timeout + time.Second)
+	t := ph.clock.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for ph.inFlight() > maxLag/10 {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.Chan():
+			if now.After(limit) {
+				return
+			}
+		}
+	}
 }
 
 // takeStep returns the p99 (ms) and count of the step's results and starts
@@ -369,6 +410,7 @@ func (ph *phase) takeStep() (p99 int64, n uint64) {
 
 func (ph *phase) markStart(now time.Time) {
 	ph.loadStart, ph.cpuStart, ph.hostStart = now, cpuTime(), readHostCPU()
+	ph.statsStart = ph.stats.total()
 	ph.profile = ph.startRecording(ph.o.cpuProfile, "CPU profile", pprof.StartCPUProfile)
 	ph.traceFile = ph.startRecording(ph.o.trace, "execution trace", trace.Start)
 }

@@ -60,6 +60,13 @@ func (p *pacer) setRate(now time.Time, rate float64) {
 	p.rateMilli = milliRate(rate)
 }
 
+// resume restarts the schedule at now after a pause in which nothing was
+// released: the intents that fell due during it are not sent (no burst).
+func (p *pacer) resume(now time.Time, released int64) {
+	p.base = released
+	p.from = now
+}
+
 // schedule releases intents as the pacer makes them due, on every tick of
 // clock, independently of what happens to the intents it released: a slow
 // system shows as latency, not as a lower offered rate.

@@ -84,9 +84,13 @@ type phaseReport struct {
 	RSSStartMiB     float64                 `json:"rss_start_mib"`
 	RSSPeakMiB      float64                 `json:"rss_peak_mib"`
 	RouterMetrics   map[string]float64      `json:"router_metrics,omitempty"`
-	Steps           []stepReport            `json:"steps,omitempty"`
-	KneePerS        *float64                `json:"knee_per_s,omitempty"`
-	StopReason      string                  `json:"stop_reason,omitempty"`
+	// BrokerPerIntent is what each intent sent cost the broker, from the
+	// router's (baseline: the forwarders') clients' librdkafka statistics
+	// from the load's start to after the drain.
+	BrokerPerIntent *brokerCost  `json:"broker_per_intent,omitempty"`
+	Steps           []stepReport `json:"steps,omitempty"`
+	KneePerS        *float64     `json:"knee_per_s,omitempty"`
+	StopReason      string       `json:"stop_reason,omitempty"`
 }
 
 // latencies are the bench's latency figures. Those from record timestamps
@@ -126,7 +130,8 @@ type stepReport struct {
 	LiveP99Ms float64 `json:"p99_ms"`                // of the results read during the step: what decided
 	Lag       int64   `json:"without_result_at_end"` // sent and without a result at the step's end
 	Held      bool    `json:"held"`
-	SentP50Ms float64 `json:"sent_p50_ms"` // of the intents sent during the step, once the run ended
+	Repeat    bool    `json:"repeat,omitempty"` // a second run at a rate whose first step did not hold
+	SentP50Ms float64 `json:"sent_p50_ms"`      // of the intents sent during the step, once the run ended (observed)
 	SentP99Ms float64 `json:"sent_p99_ms"`
 
 	startUs, endUs int32
@@ -220,6 +225,7 @@ func (ph *phase) report() *phaseReport {
 		}
 		pr.RouterMetrics = metricValues(ph.reg)
 	}
+	pr.BrokerPerIntent = ph.statsEnd.sub(ph.statsStart).perIntent(ph.sent.Load())
 	if ph.o.stepUp {
 		k := ph.knee
 		pr.KneePerS = &k
@@ -284,7 +290,7 @@ func (ph *phase) report() *phaseReport {
 			step++
 		}
 		if step < len(ph.steps) && due >= ph.steps[step].startUs {
-			stepHists[step].record((res - req) / 1000)
+			stepHists[step].record((seen - sent) / 1000) // as observed, like the step rule
 		}
 	}
 	for i := range pr.Steps {
@@ -536,6 +542,19 @@ func (r *benchReport) writeTable(w io.Writer) {
 		return fmt.Sprintf("%.1f%%", *p.FetchPaused*100)
 	})
 	row("peak in flight", func(p *phaseReport) string { return strconv.FormatInt(p.PeakInFlight, 10) })
+	row("broker requests per intent", func(p *phaseReport) string {
+		b := p.BrokerPerIntent
+		if b == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f (produce %.2f, fetch %.2f, txn %.2f, other %.2f)", b.Requests, b.Produce, b.Fetch, b.Txn, b.Other)
+	})
+	row("records / bytes produced per intent", func(p *phaseReport) string {
+		if b := p.BrokerPerIntent; b != nil {
+			return fmt.Sprintf("%.2f / %.0f", b.Records, b.Bytes)
+		}
+		return "-"
+	})
 	row("process CPU (cores)", func(p *phaseReport) string { return strconv.FormatFloat(p.ProcessCPUCores, 'f', 2, 64) })
 	row("host CPU busy", func(p *phaseReport) string { return fmt.Sprintf("%.0f%%", p.HostCPUBusy*100) })
 	row("RSS at start / peak (MiB)", func(p *phaseReport) string {
@@ -584,10 +603,14 @@ func (r *benchReport) writeTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nstep-up (%s): knee %v intents/s; stopped: %s\n", names[i], *p.KneePerS, p.StopReason)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "rate/s\tsent\tresults\tachieved/s\tp99 ms\twithout result\theld\tits intents' p50/p99 ms\t")
+		fmt.Fprintln(tw, "rate/s\tsent\tresults\tachieved/s\tp99 ms (observed)\twithout result\theld\tits intents' p50/p99 ms\t")
 		for _, s := range p.Steps {
+			held := map[bool]string{true: "yes", false: "no"}[s.Held]
+			if s.Repeat {
+				held += " (repeat)"
+			}
 			fmt.Fprintf(tw, "%v\t%d\t%d\t%.0f\t%s\t%d\t%s\t%s / %s\t\n", s.Rate, s.Released, s.Results, s.Achieved, fmtMs(s.LiveP99Ms), s.Lag,
-				map[bool]string{true: "yes", false: "no"}[s.Held], fmtMs(s.SentP50Ms), fmtMs(s.SentP99Ms))
+				held, fmtMs(s.SentP50Ms), fmtMs(s.SentP99Ms))
 		}
 		_ = tw.Flush()
 	}

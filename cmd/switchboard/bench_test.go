@@ -137,6 +137,17 @@ func TestBenchPacerArithmetic(t *testing.T) {
 		t.Errorf("after the step: intent 1999 due at %v, want 1.5s", got)
 	}
 
+	// A pause (a repeated step waits for the backlog): what fell due during
+	// it is skipped, not sent in a burst when the load resumes.
+	p = newPacer(t0, 1000)
+	p.resume(t0.Add(3*time.Second), 1000) // 1,000 released in the first second, then a pause
+	if got := p.due(t0.Add(3 * time.Second)); got != 1000 {
+		t.Errorf("resumed at 3s after 1000 released: due = %d, want 1000 (no burst)", got)
+	}
+	if got := p.due(t0.Add(3500 * time.Millisecond)); got != 1500 {
+		t.Errorf("resumed: due at 3.5s = %d, want 1500", got)
+	}
+
 	// No overflow: a million a second for half an hour.
 	p = newPacer(t0, 1e6)
 	if got := p.due(t0.Add(30 * time.Minute)); got != 1_800_000_000 {

@@ -28,6 +28,7 @@ Commands:
   topics   create or check the topics a configuration uses
   context  publish entity features (context snapshots), or aggregate them from events
   bench    measure throughput and latency under an open-loop load
+  mcp      serve MCP on stdin/stdout, forwarding to a Switchboard (desktop clients)
   version  print the version
 
 Run 'switchboard <command> --help' for a command's flags.
@@ -54,6 +55,7 @@ var commands = []command{
 	{"topics", runTopics},
 	{"context", runContext},
 	{"bench", runBench},
+	{"mcp", runMCP},
 }
 
 // errUsage means the flags were wrong; the flag package already said why.

@@ -10,47 +10,67 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/api/lookup"
+	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// resultsFeed feeds the API from the results and timeouts topics and the
-// pending changelog: every partition, no consumer group, so every instance
-// sees every result and can serve any client. One reader (the lookup
-// store's Materializer) writes the store, which answers for any intent,
-// and hands what comes after the topics' end at start to api.Results, the
-// live stream. It is also the API's History: a stream client that resumes
-// is replayed from the same topics.
+// resultsFeed feeds the API from the results, timeouts and progress topics
+// and the pending changelog: every partition, no consumer group, so every
+// instance sees every result and can serve any client. One reader (the
+// lookup store's Materializer) writes the store, which answers for any
+// intent, and hands what comes after the topics' ends at start to an
+// api.Feed, which puts each intent's progress before its result into
+// api.Results, the live stream. It is also the API's History: a stream
+// client that resumes, and an event stream's replay, read the same topics.
 type resultsFeed struct {
-	kafka    kafkaio.Settings
-	codec    *schemas.Codec
-	log      *slog.Logger
-	topicRes string
-	topicTO  string
-	mat      *lookup.Materializer
+	kafka     kafkaio.Settings
+	codec     *schemas.Codec
+	order     *api.Feed
+	mat       *lookup.Materializer
+	log       *slog.Logger
+	topicRes  string
+	topicTO   string
+	topicProg string
 }
 
 var _ api.History = (*resultsFeed)(nil)
 
-// newResultsFeed returns the feed of results and store from the topics
-// (pending may be empty: no pending states).
-func newResultsFeed(kafka kafkaio.Settings, codec *schemas.Codec, log *slog.Logger, results *api.Results, store *lookup.Store,
-	topicRes, topicTO, topicPending string,
-) (*resultsFeed, error) {
+// feedTopics names the topics a resultsFeed reads (Pending may be empty:
+// no pending states).
+type feedTopics struct{ Results, Timeouts, Progress, Pending string }
+
+// newResultsFeed returns the feed of order (the live stream) and store
+// from the topics.
+func newResultsFeed(kafka kafkaio.Settings, codec *schemas.Codec, log *slog.Logger, order *api.Feed, store *lookup.Store, t feedTopics) (*resultsFeed, error) {
 	mat, err := lookup.NewMaterializer(lookup.Config{
-		Results: topicRes, Timeouts: topicTO, Pending: topicPending,
-		Store: store, Source: kafkaSource{kafka}, Codec: codec, Live: results, Logger: log,
+		Results: t.Results, Timeouts: t.Timeouts, Pending: t.Pending, Progress: t.Progress,
+		Store: store, Source: kafkaSource{kafka}, Codec: codec, Live: order, Logger: log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &resultsFeed{kafka: kafka, codec: codec, log: log, topicRes: topicRes, topicTO: topicTO, mat: mat}, nil
+	return &resultsFeed{
+		kafka: kafka, codec: codec, order: order, mat: mat, log: log,
+		topicRes: t.Results, topicTO: t.Timeouts, topicProg: t.Progress,
+	}, nil
 }
 
-// run reads the topics until ctx ends.
-func (f *resultsFeed) run(ctx context.Context) error { return f.mat.Run(ctx) }
+// run reads the topics until ctx ends (and releases the results the
+// api.Feed holds for too long meanwhile).
+func (f *resultsFeed) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_ = f.order.Run(ctx) // returns nil when ctx ends
+	}()
+	defer func() { <-released }() // after cancel: Run returns at once
+	return f.mat.Run(ctx)
+}
 
 // kafkaSource is the lookup store's lookup.Source on Kafka.
 type kafkaSource struct{ kafka kafkaio.Settings }
@@ -66,19 +86,27 @@ func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup
 	}, h.EOF, h.Idle)
 }
 
-// decode turns a record of either topic into an api.Record; an
-// undecodable one has neither Result nor Timeout (its position still
-// counts).
+func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO, f.topicProg} }
+
+// decode turns a record of any of the topics into an api.Record; an
+// undecodable one has no record (its position still counts).
 func (f *resultsFeed) decode(rec *router.Record) api.Record {
 	out := api.Record{Partition: rec.Partition, Offset: rec.Offset, Stream: api.StreamResults}
 	var err error
-	if rec.Topic == f.topicTO {
+	switch rec.Topic {
+	case f.topicTO:
 		out.Stream = api.StreamTimeouts
 		var t schemas.IntentTimeout
 		if err = f.codec.Decode(rec.Value, &t); err == nil {
 			out.Timeout = &t
 		}
-	} else {
+	case f.topicProg:
+		out.Stream = api.StreamProgress
+		var p schemas.IntentProgress
+		if err = f.codec.Decode(rec.Value, &p); err == nil {
+			out.Progress = &p
+		}
+	default:
 		var res schemas.IntentResult
 		if err = f.codec.Decode(rec.Value, &res); err == nil {
 			out.Result = &res
@@ -92,18 +120,18 @@ func (f *resultsFeed) decode(rec *router.Record) api.Record {
 
 // Earliest implements api.History.
 func (f *resultsFeed) Earliest(ctx context.Context) (api.Position, error) {
-	lows, err := kafkaio.LowWatermarks(ctx, f.kafka, []string{f.topicRes, f.topicTO})
+	lows, err := kafkaio.LowWatermarks(ctx, f.kafka, f.topics())
 	if err != nil {
 		return api.Position{}, err
 	}
-	return api.Position{Results: lows[f.topicRes], Timeouts: lows[f.topicTO]}, nil
+	return api.Position{Results: lows[f.topicRes], Timeouts: lows[f.topicTO], Progress: lows[f.topicProg]}, nil
 }
 
 // Replay implements api.History.
 func (f *resultsFeed) Replay(ctx context.Context, from, to api.Position, fn func(api.Record) error) error {
 	err := kafkaio.ReadRange(ctx, f.kafka,
-		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts},
-		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts},
+		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress},
+		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress},
 		func(rec *router.Record) error { return fn(f.decode(rec)) })
 	if errors.Is(err, kafkaio.ErrOffsetOutOfRange) {
 		return fmt.Errorf("%w: %v", api.ErrCursorExpired, err)
@@ -133,7 +161,24 @@ func catalogOf(cfg *config.Config) api.Catalog {
 			Name: name, Agent: it.Agent,
 			TimeoutMs: it.Timeout.D().Milliseconds(), MinTimeoutMs: it.MinTimeout.D().Milliseconds(),
 			MaxTimeoutMs: it.MaxTimeout.D().Milliseconds(), Fallback: fb,
+			Title: it.Title, Description: it.Description,
+			InputSchema: compiled(it.InputSchema), OutputSchema: compiled(it.OutputSchema),
+			Annotations: annotationsOf(it.Annotations),
 		})
 	}
 	return c
+}
+
+func compiled(r *config.SchemaRef) *payload.Schema {
+	if r == nil {
+		return nil
+	}
+	return r.Schema
+}
+
+func annotationsOf(a *config.ToolAnnotations) *api.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	return &api.ToolAnnotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 }

@@ -16,11 +16,13 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/api/lookup"
+	"github.com/switchboard-mcp/switchboard/api/mcp"
 	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents/client"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/lag"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -37,6 +39,9 @@ type node struct {
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
+	lag     *lag.Sampler    // the agents' consumer lag
+	lagConn *kafkaio.LagAdmin
+	ownLag  *lag.ConsumerLag // the router consumer's lag, fed by whichever router runs
 
 	dropLookup func() // deletes the lookup store's temporary directory, if it has one
 
@@ -53,6 +58,9 @@ func (n *node) newRouter() error {
 		return err
 	}
 	n.instanceID = instanceID
+	if ks, ok := src.(*kafkaio.Source); ok {
+		ks.OnConsumerStats(n.ownLag.Observe)
+	}
 	reg := prometheus.NewRegistry()
 	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store))
 	r, err := router.New(n.cfg, n.codec, src, sink, ropts...)
@@ -136,6 +144,15 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	if err != nil {
 		return nil, err
 	}
+	if err := n.newLag(reg); err != nil {
+		return nil, err
+	}
+	built := false
+	defer func() {
+		if !built {
+			_ = n.lagConn.Close()
+		}
+	}()
 	if err := n.newRouter(); err != nil {
 		return nil, err
 	}
@@ -146,26 +163,46 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	if err != nil {
 		return nil, err
 	}
-	n.results = api.NewResults(cfg.HTTP.Results)
+	n.results = api.NewResults(cfg.HTTP.Results, api.WithResultsMaxBytes(cfg.HTTP.ResultsMaxBytes))
+	order, err := api.NewFeed(n.results, api.FeedConfig{Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
 	if n.lookup, n.dropLookup, err = openLookup(cfg, log); err != nil {
 		return nil, err
 	}
-	built := false
 	defer func() {
 		if !built {
 			_ = n.lookup.Close()
 			n.dropLookup()
 		}
 	}()
-	n.feed, err = newResultsFeed(n.kafka, codec, log, n.results, n.lookup, cfg.Topics.Results, cfg.Topics.Timeouts, cfg.Topics.Pending)
+	n.feed, err = newResultsFeed(n.kafka, codec, log, order, n.lookup, feedTopics{
+		Results: cfg.Topics.Results, Timeouts: cfg.Topics.Timeouts, Progress: cfg.Topics.Progress, Pending: cfg.Topics.Pending,
+	})
 	if err != nil {
 		return nil, err
 	}
-	n.api, err = api.New(apiCfg, n.pub, n.results, api.WithLookup(n.lookup),
+	catalog := catalogOf(cfg)
+	var mcpDoor api.Option
+	if !cfg.HTTP.MCP.Disabled {
+		ep, err := mcp.New(mcp.Config{
+			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results},
+			Lookup:      api.NewIntentLookup(n.results, n.lookup),
+			Logger:      log.With("component", "mcp"),
+			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
+			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		mcpDoor = api.WithMCP(ep)
+	}
+	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
-		api.WithHistory(n.feed), api.WithCatalog(catalogOf(cfg)),
+		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
-		api.WithAgentState(n.agentState),
+		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
 		api.WithReadiness(n.ready), api.WithContexts(n.store))
 	if err != nil {
 		return nil, err
@@ -196,8 +233,8 @@ func (n *node) ready() error {
 
 // run runs every part until ctx ends or one part fails, then stops them in
 // order: the API first (no new intents), then the router (it drains and
-// commits), then the results reader and the publisher; then it closes the
-// lookup store.
+// commits), then the results reader, the lag sampler's clients and the
+// publisher; then it closes the lookup store.
 func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -217,8 +254,10 @@ func (n *node) run(ctx context.Context) error {
 	part("api", n.api.Run)
 	part("results reader", n.feed.run)
 	part("context store", n.store.Run)
+	part("lag sampler", n.lag.Run)
 	<-ctx.Done()
 	wg.Wait()
+	_ = n.lagConn.Close()
 	n.pub.Close()
 	if err := n.lookup.Close(); err != nil {
 		errs <- fmt.Errorf("lookup store: %w", err)
@@ -265,4 +304,34 @@ func openLookup(cfg *config.Config, log *slog.Logger) (store *lookup.Store, drop
 		return nil, nil, err
 	}
 	return store, drop, nil
+}
+
+// newLag builds the agents' lag sampler (its own admin client and reader)
+// and the collector of the router consumer's lag, registered with reg.
+func (n *node) newLag(reg prometheus.Registerer) error {
+	var err error
+	if n.ownLag, err = lag.NewConsumerLag(reg); err != nil {
+		return err
+	}
+	groups := make([]lag.Group, 0, len(n.cfg.Agents))
+	for name, a := range n.cfg.Agents {
+		groups = append(groups, lag.Group{Agent: name, GroupID: a.GroupID, Topic: a.Topic})
+	}
+	if n.lagConn, err = kafkaio.NewLagAdmin(settingsOf(n.cfg, "switchboard-lag")); err != nil {
+		return err
+	}
+	n.lag, err = lag.NewSampler(n.lagConn, groups, lag.WithInterval(n.cfg.Router.LagInterval.D()),
+		lag.WithRegisterer(reg), lag.WithLogger(n.log))
+	if err != nil {
+		_ = n.lagConn.Close()
+	}
+	return err
+}
+
+// agentLag is an agent's consumer lag for GET /v1/agents.
+func (n *node) agentLag(agent string) any {
+	if a, ok := n.lag.Agent(agent); ok {
+		return a
+	}
+	return nil
 }

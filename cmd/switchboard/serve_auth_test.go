@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
 )
@@ -112,5 +113,34 @@ http:
 	if c.SendQueue != 32 || c.MaxSubscriptions != 7 || c.MessageRate != 2.5 || c.MessageBurst != 4 ||
 		c.MaxConnectionsPerTenant != 9 || c.MaxReplays != 3 || c.MaxReplaysPerTenant != 1 {
 		t.Fatalf("api config %+v", c)
+	}
+}
+
+// Every http request bound reaches the API's configuration.
+func TestHTTPLimitsReachTheAPI(t *testing.T) {
+	cfg, err := config.Parse("limits.yaml", []byte(`agents: {echo: {}}
+intents: {echo: {agent: echo}}
+http:
+  max_body_bytes: 4096
+  max_header_bytes: 8192
+  read_header_timeout: 2s
+  body_read_timeout: 3s
+  idle_timeout: 4s
+  results_max_bytes: 1048576
+  websocket: {send_queue_bytes: 65536}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := apiConfig(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxBodyBytes != 4096 || c.MaxHeaderBytes != 8192 || c.ReadHeaderTimeout != 2*time.Second ||
+		c.BodyReadTimeout != 3*time.Second || c.IdleTimeout != 4*time.Second || c.SendQueueBytes != 65536 {
+		t.Fatalf("api config %+v", c)
+	}
+	if cfg.HTTP.ResultsMaxBytes != 1<<20 {
+		t.Fatalf("results_max_bytes = %d", cfg.HTTP.ResultsMaxBytes)
 	}
 }

@@ -39,6 +39,7 @@ type streamEnv struct {
 	prod     *kafkaio.Producer
 	results  string
 	timeouts string
+	progress string
 }
 
 func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
@@ -50,11 +51,12 @@ func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
 	prefix := "ws." + hex.EncodeToString(b)
 	e := &streamEnv{
 		t: t, ctx: ctx, kafka: kafkaio.Settings{Bootstrap: bootstrap, ClientID: "stream-test"},
-		results: prefix + ".results", timeouts: prefix + ".timeouts",
+		results: prefix + ".results", timeouts: prefix + ".timeouts", progress: prefix + ".progress",
 	}
 	if _, err := kafkaio.CreateTopics(ctx, e.kafka, []kafkaio.TopicSpec{
 		{Name: e.results, Partitions: 3, ReplicationFactor: 1},
 		{Name: e.timeouts, Partitions: 3, ReplicationFactor: 1},
+		{Name: e.progress, Partitions: 3, ReplicationFactor: 1},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +79,16 @@ func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	feed, err := newResultsFeed(e.kafka, e.codec, slog.New(slog.DiscardHandler), results, store, e.results, e.timeouts, "")
+	reg := prometheus.NewRegistry()
+	order, err := api.NewFeed(results, api.FeedConfig{Registerer: reg})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
+	feed, err := newResultsFeed(e.kafka, e.codec, slog.New(slog.DiscardHandler), order, store,
+		feedTopics{Results: e.results, Timeouts: e.timeouts, Progress: e.progress})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	srv, err := api.New(api.Config{Listen: "127.0.0.1:0", SendQueue: 4096}, &apitest.Publisher{}, results,
 		api.WithHistory(feed), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -251,10 +258,10 @@ func testStreamResumeAcrossInstances(t *testing.T, bootstrap string, total int) 
 	eventually(t, "both instances to hold every result", func() bool {
 		for i := range total {
 			id := fmt.Sprintf("s-%05d", i)
-			if _, ok := resA.Get(id); !ok {
+			if _, ok := resA.Get("", id); !ok {
 				return false
 			}
-			if _, ok := resB.Get(id); !ok {
+			if _, ok := resB.Get("", id); !ok {
 				return false
 			}
 		}
@@ -295,7 +302,7 @@ func testStreamResumePastRetention(t *testing.T, bootstrap string) {
 	msg := `{"resume":{"cursor":"` + start + `","subscriptions":[{"session_id":"r"}]}}`
 	_ = c2.WriteMessage(websocket.TextMessage, []byte(msg))
 	m := readStream(t, c2)
-	want := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2, end.Results[2] / 2}, Timeouts: []int64{0, 0, 0}}
+	want := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2, end.Results[2] / 2}, Timeouts: []int64{0, 0, 0}, Progress: []int64{0, 0, 0}}
 	if m.Type != "error" || m.Error.Code != "cursor_expired" || m.Error.Earliest != want.String() {
 		t.Fatalf("got %+v, want cursor_expired with earliest %s", m, want)
 	}

@@ -22,7 +22,8 @@ import (
 // ms) is when the caller stops waiting: a handler that should not work past it
 // wraps ctx with clockwork.WithDeadline. A handler that returns ErrNoAnswer
 // (or an error wrapping it) sends nothing: the intent is left to
-// Switchboard's timeout and fallback.
+// Switchboard's timeout and fallback. While it works, a handler may report
+// progress with Progress(ctx, ...).
 type Handler func(ctx context.Context, req *schemas.AgentRequest) (schemas.JSON, error)
 
 // ErrNoAnswer is what a Handler returns to send no response at all, as an
@@ -57,7 +58,9 @@ var ErrCancelled = errors.New("client: intent cancelled")
 // whatever the handler returns. A cancel for an intent not in hand is
 // ignored. The agent holds up to Concurrency intents being served and as
 // many waiting for a slot; past that it stops reading its topic (and so
-// reads no cancel notice) until a slot frees.
+// reads no cancel notice) until a slot frees. A slot frees once the
+// handler's response is handed to the producer: acknowledgements are
+// pipelined, and Run waits for them (up to 5 s) before it returns.
 type Agent struct {
 	cfg AgentConfig
 	h   Handler
@@ -211,7 +214,9 @@ func (a *Agent) untrack(id string, c *call) {
 // serve runs the handler and sends its response, unless ctx ended meanwhile:
 // the agent is stopping, or the intent was cancelled.
 func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
-	answer, err := a.h(ctx, req)
+	hctx, rep := a.withReporter(ctx, req)
+	answer, err := a.h(hctx, req)
+	rep.finish() // no progress after the answer (progress.go)
 	if ctx.Err() != nil || errors.Is(err, ErrNoAnswer) {
 		return
 	}
@@ -224,9 +229,18 @@ func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
 	} else {
 		resp.Answer = &answer
 	}
+	// The response is handed to the producer and the slot freed at once:
+	// acknowledgements are pipelined, so a slow one does not hold a slot
+	// (with 64 slots, an agent waiting for each ack could answer at most
+	// 64 ÷ the ack time per second). Run's end waits for them (Close).
 	value, err := a.cfg.Codec.Encode(a.cfg.ResponsesTopic, resp)
 	if err == nil {
-		err = a.p.Send(ctx, a.cfg.ResponsesTopic, []byte(req.IntentID), value, nil, time.Time{})
+		id := req.IntentID
+		err = a.p.SendAsync(a.cfg.ResponsesTopic, []byte(id), value, nil, time.Time{}, func(err error) {
+			if err != nil {
+				a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", id, "error", err)
+			}
+		})
 	}
 	if err != nil && ctx.Err() == nil {
 		a.cfg.Logger.Warn("agent: answering", "agent", a.cfg.Name, "intent_id", req.IntentID, "error", err)

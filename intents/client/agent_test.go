@@ -28,6 +28,7 @@ type agentBench struct {
 	p                   *kafkaio.Producer
 	requests, responses string
 	cancelled           chan string // ids the agent logged as cancelled
+	cluster             *embedded.Cluster
 }
 
 func newAgentBench(t *testing.T) *agentBench {
@@ -40,7 +41,7 @@ func newAgentBench(t *testing.T) *agentBench {
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	b := &agentBench{t: t, ctx: ctx, cancelled: make(chan string, 16), s: kafkaio.Settings{Bootstrap: c.Bootstrap()}, requests: "cancel.agent.request", responses: "cancel.agent.response"}
+	b := &agentBench{t: t, ctx: ctx, cluster: c, cancelled: make(chan string, 16), s: kafkaio.Settings{Bootstrap: c.Bootstrap()}, requests: "cancel.agent.request", responses: "cancel.agent.response"}
 	if _, err := kafkaio.CreateTopics(ctx, b.s, []kafkaio.TopicSpec{
 		{Name: b.requests, Partitions: 1, ReplicationFactor: 1},
 		{Name: b.responses, Partitions: 1, ReplicationFactor: 1},
@@ -201,6 +202,37 @@ func TestAgentCancelWhileWaitingForASlot(t *testing.T) {
 		if id == "queued" {
 			t.Fatal("the handler was given a cancelled intent")
 		}
+	}
+}
+
+// TestAgentPipelinesItsAnswers: a response handed to the producer frees the
+// agent's slot at once; the broker's acknowledgement is not waited for, so
+// a slow ack does not cap an agent at Concurrency ÷ ack time. With one slot
+// and the broker holding every answer, the agent still serves the next
+// intents, and the held answers arrive once the broker lets them through.
+func TestAgentPipelinesItsAnswers(t *testing.T) {
+	b := newAgentBench(t)
+	handled := make(chan string, 8)
+	b.run(func(_ context.Context, req *schemas.AgentRequest) (schemas.JSON, error) {
+		handled <- req.IntentID
+		return `{"ok":true}`, nil
+	})
+	release := b.cluster.HoldProduce(b.responses)
+	t.Cleanup(release)
+	for _, id := range []string{"a", "b", "c"} {
+		b.request(id)
+		select {
+		case got := <-handled:
+			if got != id {
+				t.Fatalf("handled %s, want %s", got, id)
+			}
+		case <-time.After(guard):
+			t.Fatalf("the agent did not serve %s while the broker held the answers before it: its one slot waited for an acknowledgement", id)
+		}
+	}
+	release()
+	if seen := b.responsesUntil("c"); strings.Join(seen, ",") != "a,b,c" {
+		t.Fatalf("responses %v, want a,b,c", seen)
 	}
 }
 

@@ -58,10 +58,13 @@ type Topics struct {
 	FallbackCache string `yaml:"fallback_cache"`
 	// ContextSnapshots is the compacted topic of per-entity context.
 	ContextSnapshots string `yaml:"context_snapshots"`
+	// Progress is where the router publishes agents' progress
+	// (IntentProgress), intent-keyed. Default "mcp.intent.progress".
+	Progress string `yaml:"progress"`
 
 	// Partitions is the partition count of every topic Switchboard creates,
 	// and the one count every intent-keyed topic must share (requests,
-	// responses, results, timeouts, pending, agents' topics), so that the
+	// responses, results, timeouts, progress, pending, agents' topics), so that the
 	// owner of a request also receives its response. Default 6.
 	Partitions int `yaml:"partitions"`
 	// ReplicationFactor of the topics Switchboard creates. Default 1.
@@ -97,6 +100,11 @@ type Agent struct {
 	// Topic the agent consumes its requests from. Default
 	// "mcp.agent.<name>.request".
 	Topic string `yaml:"topic"`
+	// GroupID is the consumer group the agent's instances share: the router
+	// reports its lag (AgentRequests not yet consumed). Default
+	// "switchboard-agent-<name>", the group 'switchboard agent' and the Go
+	// client (intents/client) join.
+	GroupID string `yaml:"group_id"`
 	// Encoding of the requests written to Topic: "avro", "json", or empty for
 	// the default.
 	Encoding string `yaml:"encoding"`
@@ -140,6 +148,13 @@ type IntentType struct {
 	// ContextMaxAge is how old an attached snapshot may be and count as
 	// fresh. Default contexts.max_age.
 	ContextMaxAge Duration `yaml:"context_max_age"`
+	// Progress bounds the progress an agent may publish per intent
+	// (progress.go).
+	Progress Progress `yaml:"progress"`
+
+	// Tool is how the intent type is described to callers: MCP clients see
+	// it as a tool, and the API enforces its input_schema (tools.go).
+	Tool `yaml:",inline"`
 
 	Name string `yaml:"-"`
 }
@@ -192,8 +207,10 @@ type Router struct {
 	// left open). Each instance needs its own. Empty: a random id, without
 	// static membership. SWITCHBOARD_INSTANCE_ID overrides it.
 	InstanceID string `yaml:"instance_id"`
-	// CommitInterval is how often exactly_once commits its transaction: the
-	// latency it adds to every output, at most. Default 100ms.
+	// CommitInterval bounds how long exactly_once leaves consumed records
+	// uncommitted when they caused no output; a transaction that holds
+	// outputs commits as soon as the previous commit has finished (group
+	// commit). Default 100ms.
 	CommitInterval Duration `yaml:"commit_interval"`
 	// DefaultTimeout applies to intent types that set no timeout. Default 30s.
 	DefaultTimeout Duration `yaml:"default_timeout"`
@@ -208,6 +225,10 @@ type Router struct {
 	DedupWindow Duration `yaml:"dedup_window"`
 	// FallbackCacheSize bounds the fallback cache's entries. Default 100,000.
 	FallbackCacheSize int `yaml:"fallback_cache_size"`
+	// LagInterval is how often each instance samples its agents' consumer
+	// lag, and how often its consumer reports its own (librdkafka's
+	// statistics.interval.ms). Default 15s, at least 1s.
+	LagInterval Duration `yaml:"lag_interval"`
 }
 
 // HTTP is the API's listener.
@@ -218,6 +239,16 @@ type HTTP struct {
 	// Results is how many recent results each instance keeps for lookups.
 	// Default 100,000.
 	Results int `yaml:"results"`
+	// ResultsMaxBytes bounds those results in bytes, fairly between tenants
+	// (see the README's Security section). 0: the API's default (128 MiB).
+	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
+	// MaxBodyBytes, MaxHeaderBytes, ReadHeaderTimeout, BodyReadTimeout and
+	// IdleTimeout bound requests (http_limits.go). 0: the API's defaults.
+	MaxBodyBytes      int64    `yaml:"max_body_bytes"`
+	MaxHeaderBytes    int      `yaml:"max_header_bytes"`
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	BodyReadTimeout   Duration `yaml:"body_read_timeout"`
+	IdleTimeout       Duration `yaml:"idle_timeout"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`
@@ -227,6 +258,8 @@ type HTTP struct {
 	WebSocket WebSocket `yaml:"websocket"`
 	// Lookup is the store that answers for every intent (lookup.go).
 	Lookup HTTPLookup `yaml:"lookup"`
+	// MCP is the Model Context Protocol endpoint (mcp.go).
+	MCP MCP `yaml:"mcp"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

@@ -60,12 +60,23 @@ type JWT struct {
 	Audience           string   `yaml:"audience"`
 	TenantClaim        string   `yaml:"tenant_claim"` // default "tenant"
 	Leeway             Duration `yaml:"leeway"`
+	// JWKSURL is where RS256 keys are fetched (a JWKS document), cached and
+	// refreshed every JWKSRefresh (default 10m) and on an unknown key id.
+	JWKSURL     string   `yaml:"jwks_url"`
+	JWKSRefresh Duration `yaml:"jwks_refresh"`
+	// Resource is the MCP endpoint's resource identifier for the
+	// protected-resource metadata (RFC 9728), e.g.
+	// https://switchboard.example.com/mcp; default: the request's origin.
+	Resource string `yaml:"resource"`
+	// AuthorizationServers are named in that metadata; default: issuer.
+	AuthorizationServers []string `yaml:"authorization_servers"`
 }
 
 // WebSocket is http.websocket: the limits of the /v1/stream connections.
 // Zero values take the API's defaults (see the README).
 type WebSocket struct {
 	SendQueue               int      `yaml:"send_queue"`
+	SendQueueBytes          int      `yaml:"send_queue_bytes"`
 	PingPeriod              Duration `yaml:"ping_period"`
 	PongWait                Duration `yaml:"pong_wait"`
 	WriteWait               Duration `yaml:"write_wait"`
@@ -150,8 +161,14 @@ func (c *Config) validateHTTP() Errors {
 	}
 	if j := a.JWT; j != nil {
 		p := func(key string) []string { return []string{"http", "auth", "jwt", key} }
-		if j.HS256SecretEnv == "" && j.RS256PublicKeyFile == "" && j.RS256PublicKeyPEM == "" {
-			add("give hs256_secret_env, rs256_public_key_file or rs256_public_key_pem", "http", "auth", "jwt")
+		if j.HS256SecretEnv == "" && j.RS256PublicKeyFile == "" && j.RS256PublicKeyPEM == "" && j.JWKSURL == "" {
+			add("give hs256_secret_env, rs256_public_key_file, rs256_public_key_pem or jwks_url", "http", "auth", "jwt")
+		}
+		if u, err := url.Parse(j.JWKSURL); j.JWKSURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+			add(fmt.Sprintf("%q is not an http(s) URL", j.JWKSURL), p("jwks_url")...)
+		}
+		if u, err := url.Parse(j.Resource); j.Resource != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+			add(fmt.Sprintf("%q is not an http(s) URL such as https://switchboard.example.com/mcp", j.Resource), p("resource")...)
 		}
 		if j.HS256SecretEnv != "" && !envNameRE.MatchString(j.HS256SecretEnv) {
 			add(fmt.Sprintf("%q is not an environment variable name", j.HS256SecretEnv), p("hs256_secret_env")...)
@@ -166,7 +183,7 @@ func (c *Config) validateHTTP() Errors {
 		}
 		// The API's data routes (it checks this too): without a credential
 		// there is no tenant to scope them to.
-		if strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json" {
+		if (strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json") || path == "/mcp" {
 			add(fmt.Sprintf("%q serves tenants' data and cannot be public (for a local try-out, use dev, which runs without authentication)", path), "http", "auth", "public_paths", strconv.Itoa(i))
 		}
 	}
@@ -176,6 +193,7 @@ func (c *Config) validateHTTP() Errors {
 		v   float64
 	}{
 		{"send_queue", float64(ws.SendQueue)},
+		{"send_queue_bytes", float64(ws.SendQueueBytes)},
 		{"max_message_bytes", float64(ws.MaxMessageBytes)},
 		{"max_subscriptions", float64(ws.MaxSubscriptions)},
 		{"message_rate", ws.MessageRate},
@@ -194,7 +212,7 @@ func (c *Config) validateHTTP() Errors {
 	if ws.PingPeriod > 0 && ws.PongWait > 0 && ws.PingPeriod >= ws.PongWait {
 		add(fmt.Sprintf("%s is not shorter than pong_wait %s", ws.PingPeriod, ws.PongWait), "http", "websocket", "ping_period")
 	}
-	return errs
+	return append(errs, c.validateHTTPLimits()...)
 }
 
 // ErrorAt returns a configuration error at the key path (numbers index
@@ -224,6 +242,11 @@ type ResolvedAuth struct {
 	TenantClaim     string
 	Leeway          time.Duration
 	PublicPaths     []string // nil: the API's default
+
+	JWKSURL              string
+	JWKSRefresh          time.Duration
+	Resource             string
+	AuthorizationServers []string
 }
 
 // ResolvedAPIKey is an API key's name, tenant and SHA-256.
@@ -272,6 +295,7 @@ func (c *Config) ResolveAuth(lookupEnv func(string) (string, bool), readFile fun
 	}
 	if j := a.JWT; j != nil {
 		r.Issuer, r.Audience, r.TenantClaim, r.Leeway = j.Issuer, j.Audience, j.TenantClaim, j.Leeway.D()
+		r.JWKSURL, r.JWKSRefresh, r.Resource, r.AuthorizationServers = j.JWKSURL, j.JWKSRefresh.D(), j.Resource, j.AuthorizationServers
 		if j.HS256SecretEnv != "" {
 			v, ok := env(j.HS256SecretEnv)
 			switch {

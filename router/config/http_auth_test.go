@@ -125,6 +125,12 @@ func TestHTTPAuthErrorsNameFileLineAndKey(t *testing.T) {
 		{"NaN rate", "http:\n  websocket:\n    message_rate: .nan\n", `sb.yaml:3: http.websocket.message_rate: must be a number`},
 		{"negative replays", "http:\n  websocket:\n    max_replays_per_tenant: -2\n", `sb.yaml:3: http.websocket.max_replays_per_tenant: must not be negative`},
 		{"ping after pong", "http:\n  websocket: {ping_period: 1m, pong_wait: 30s}\n", `http.websocket.ping_period: 1m0s is not shorter than pong_wait 30s`},
+		{"negative queue bytes", "http:\n  websocket:\n    send_queue_bytes: -1\n", `sb.yaml:3: http.websocket.send_queue_bytes: must not be negative`},
+		{"tiny results budget", "http:\n  results_max_bytes: 1000\n", `sb.yaml:2: http.results_max_bytes: 1000 bytes is too small: at least 65536`},
+		{"negative body limit", "http:\n  max_body_bytes: -5\n", `sb.yaml:2: http.max_body_bytes: must not be negative`},
+		{"tiny header limit", "http:\n  max_header_bytes: 100\n", `sb.yaml:2: http.max_header_bytes: 100 bytes is too small`},
+		{"negative body timeout", "http:\n  body_read_timeout: -1s\n", `sb.yaml:2: http.body_read_timeout: "-1s" is negative`},
+		{"bad idle timeout", "http:\n  idle_timeout: forever\n", `sb.yaml:2: http.idle_timeout: "forever" is not a duration`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -170,6 +170,7 @@ const (
 	DefaultPending     = "mcp.router.pending"
 	DefaultFallback    = "mcp.fallback.cache"
 	DefaultSnapshots   = "mcp.context.snapshot"
+	DefaultProgress    = "mcp.intent.progress"
 	DefaultRetention   = 7 * 24 * 60 * 60e9
 	DefaultMaxMessage  = 1 << 20
 	DefaultPartitions  = 6
@@ -177,6 +178,10 @@ const (
 	DefaultMaxPending  = 1_000_000
 	DefaultCacheSize   = 100_000
 	DefaultResultsKept = 100_000
+	// DefaultAgentGroupPrefix + the agent's name is an agent's consumer
+	// group unless agents.<name>.group_id says otherwise.
+	DefaultAgentGroupPrefix = "switchboard-agent-"
+	DefaultLagInterval      = 15 * 1e9
 )
 
 func (c *Config) setDefaults() {
@@ -205,6 +210,7 @@ func (c *Config) setDefaults() {
 	def(&c.Topics.Pending, DefaultPending)
 	def(&c.Topics.FallbackCache, DefaultFallback)
 	def(&c.Topics.ContextSnapshots, DefaultSnapshots)
+	def(&c.Topics.Progress, DefaultProgress)
 	defD(&c.Topics.Retention, Duration(DefaultRetention))
 	defI(&c.Topics.MaxMessageBytes, DefaultMaxMessage)
 	defI(&c.Topics.Partitions, DefaultPartitions)
@@ -216,6 +222,7 @@ func (c *Config) setDefaults() {
 	defI(&c.Router.MaxPending, DefaultMaxPending)
 	defD(&c.Router.DedupWindow, Duration(10*60e9))
 	defI(&c.Router.FallbackCacheSize, DefaultCacheSize)
+	defD(&c.Router.LagInterval, Duration(DefaultLagInterval))
 	def(&c.HTTP.Listen, DefaultListen)
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
@@ -230,6 +237,7 @@ func (c *Config) setDefaults() {
 		}
 		a.Name = name
 		def(&a.Topic, "mcp.agent."+name+".request")
+		def(&a.GroupID, DefaultAgentGroupPrefix+name)
 	}
 	for name, it := range c.Intents {
 		if it == nil {
@@ -244,6 +252,7 @@ func (c *Config) setDefaults() {
 	}
 	c.setPressureDefaults()
 	c.setContextDefaults()
+	c.setProgressDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -285,6 +294,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		{"pending", c.Topics.Pending},
 		{"fallback_cache", c.Topics.FallbackCache},
 		{"context_snapshots", c.Topics.ContextSnapshots},
+		{"progress", c.Topics.Progress},
 	} {
 		if other, dup := topics[t.v]; dup {
 			add(fmt.Sprintf("topic %q is also topics.%s: each role needs its own topic", t.v, other), "topics", t.key)
@@ -313,6 +323,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			add(fmt.Sprintf("topic %q is already used by %s", a.Topic, other), "agents", name, "topic")
 		}
 		topics[a.Topic] = "agents." + name
+		if a.GroupID == c.Kafka.GroupID {
+			add(fmt.Sprintf("%q is the router's group (kafka.group_id): an agent needs a group of its own", a.GroupID), "agents", name, "group_id")
+		}
 		switch a.Encoding {
 		case EncodingDefault, EncodingJSON:
 		case EncodingAvro:
@@ -350,7 +363,9 @@ func (c *Config) validate(root *yaml.Node) Errors {
 			}
 			it.Fallback.StaticJSON = string(b)
 		}
+		c.validateTool(name, it, add)
 	}
+	c.compileSchemas(add)
 	switch c.Router.Delivery {
 	case AtLeastOnce, ExactlyOnce:
 	default:
@@ -368,9 +383,13 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	if c.Router.MaxPending < 1 {
 		add("must be at least 1", "router", "max_pending")
 	}
+	if c.Router.LagInterval.D() < 1e9 {
+		add("must be at least 1s", "router", "lag_interval")
+	}
 	c.validatePressure(add)
 	c.validateContexts(add)
 	c.validateLookup(add)
+	c.validateProgress(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

@@ -15,9 +15,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
@@ -89,6 +91,28 @@ func (c *Cluster) KafkaPort() int {
 	_, p, _ := net.SplitHostPort(c.Bootstrap())
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// HoldProduce makes the broker hold its answer to every produce request
+// that writes to topic until release is called (or the cluster closes), as a
+// slow broker would: for tests of what waits for an acknowledgement. The
+// held client's other requests on that connection wait too.
+func (c *Cluster) HoldProduce(topic string) (release func()) {
+	gate := make(chan struct{})
+	c.kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.kafka.KeepControl()
+		if pr, ok := req.(*kmsg.ProduceRequest); ok {
+			for _, t := range pr.Topics {
+				if t.Topic == topic {
+					c.kafka.SleepControl(func() { <-gate })
+					break
+				}
+			}
+		}
+		return nil, nil, false // then handled as usual
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
 }
 
 // Close stops the registry and the broker.

@@ -3,7 +3,10 @@
 // of Switchboard (the API, the command line, the demo agents) the few Kafka
 // operations they share: producing with the settings every intent-keyed topic
 // needs, reading a topic from its end or its beginning without a consumer
-// group, and creating topics.
+// group, and creating topics. For operators it answers the lag Sampler
+// (LagAdmin: consumer groups, committed offsets, extents, the oldest
+// unconsumed record's timestamp) and reads the router consumer's own lag
+// from librdkafka's statistics (Source.OnConsumerStats).
 //
 // Settings the router owns are set here and cannot be overridden through
 // kafka.properties: the murmur2_random partitioner (the Java client's, so

@@ -22,3 +22,11 @@ func TestFollowLiveOpenTransactionApacheKafka(t *testing.T) {
 	}
 	testFollowLiveOpenTransaction(t, bootstrap)
 }
+
+func TestLagAdminApacheKafka(t *testing.T) {
+	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
+	if bootstrap == "" {
+		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
+	}
+	testLagAdmin(t, bootstrap)
+}

@@ -36,8 +36,11 @@ func NewProducer(s Settings) (*Producer, error) {
 		defer k.wg.Done()
 		for ev := range p.Events() {
 			if m, ok := ev.(*kafka.Message); ok {
-				if ch, ok := m.Opaque.(chan error); ok {
-					ch <- m.TopicPartition.Error
+				switch done := m.Opaque.(type) {
+				case chan error:
+					done <- m.TopicPartition.Error
+				case func(error):
+					done(m.TopicPartition.Error)
 				}
 			}
 		}
@@ -55,18 +58,8 @@ func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, he
 // chooses).
 func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time) error {
 	done := make(chan error, 1)
-	msg := &kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-		Key:            key,
-		Value:          value,
-		Timestamp:      ts,
-		Opaque:         done,
-	}
-	for _, h := range headers {
-		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-	}
-	if err := k.p.Produce(msg, nil); err != nil {
-		return fmt.Errorf("kafkaio: producing to %s: %w", topic, err)
+	if err := k.produce(topic, partition, key, value, headers, ts, done); err != nil {
+		return err
 	}
 	select {
 	case err := <-done:
@@ -77,6 +70,36 @@ func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, ke
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// SendAsync hands one record to the producer and returns without waiting
+// for the broker: acked runs, on the producer's delivery-report goroutine,
+// with the broker's answer (nil: acknowledged). It must not block. The
+// error returned is the client's refusal to take the record (its queue is
+// full, say); acked does not run then. Close waits for the acknowledgements
+// of what was handed over, up to its timeout.
+func (k *Producer) SendAsync(topic string, key, value []byte, headers []router.Header, ts time.Time, acked func(error)) error {
+	return k.produce(topic, kafka.PartitionAny, key, value, headers, ts, acked)
+}
+
+func (k *Producer) produce(topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time, opaque any) error {
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+		Key:            key,
+		Value:          value,
+		Timestamp:      ts,
+		Opaque:         opaque,
+	}
+	if len(headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(headers))
+		for i, h := range headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	if err := k.p.Produce(msg, nil); err != nil {
+		return fmt.Errorf("kafkaio: producing to %s: %w", topic, err)
+	}
+	return nil
 }
 
 // Close flushes for up to timeout and releases the producer. It is idempotent.

@@ -12,6 +12,12 @@ type Settings struct {
 	Bootstrap  string
 	Properties map[string]string
 	ClientID   string
+	// Stats, when set, receives librdkafka's statistics (JSON) of the
+	// router's consumer and producers (Source, Sink, TxSink) built from
+	// these settings, as often as statistics.interval.ms in Properties
+	// says; it runs on their event goroutines and must not block. switchboard
+	// bench counts the broker requests per intent with it.
+	Stats func(json string)
 }
 
 // producerOnly and consumerOnly are librdkafka properties that one kind of

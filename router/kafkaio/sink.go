@@ -20,6 +20,7 @@ type Sink struct {
 	wg           sync.WaitGroup
 	closeOnce    sync.Once
 	flushTimeout time.Duration
+	stats        func(string)
 }
 
 var _ router.Sink = (*Sink)(nil)
@@ -34,7 +35,7 @@ func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: creating the producer: %w", err)
 	}
-	k := &Sink{p: p, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout}
+	k := &Sink{p: p, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout, stats: s.Stats}
 	k.wg.Add(1)
 	go k.reports()
 	return k, nil
@@ -46,6 +47,9 @@ func (k *Sink) reports() {
 	for ev := range k.p.Events() {
 		m, ok := ev.(*kafka.Message)
 		if !ok {
+			if st, isStats := ev.(*kafka.Stats); isStats && k.stats != nil {
+				k.stats(st.String())
+			}
 			continue // client-level errors are retried by librdkafka and logged by it
 		}
 		select {

@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -9,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/lag"
 )
 
 // Source is the router's consumer: a member of the router's consumer group
@@ -17,8 +19,10 @@ import (
 // instance.
 type Source struct {
 	c        *kafka.Consumer
+	stats    func(string)
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
 	onRevoke func([]router.TopicPartition, bool)
+	onStats  func(lag.ConsumerStats)
 }
 
 var _ router.Source = (*Source)(nil)
@@ -31,6 +35,9 @@ type SourceOptions struct {
 	// Transactional: offsets are committed by a transactional producer
 	// (exactly_once), never by the consumer.
 	Transactional bool
+	// StatsInterval, when positive, is how often the client reports its
+	// statistics (statistics.interval.ms), which OnConsumerStats hears of.
+	StatsInterval time.Duration
 }
 
 // NewSource joins groupID and subscribes to topics.
@@ -47,11 +54,20 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	if o.InstanceID != "" {
 		owned["group.instance.id"] = o.InstanceID
 	}
+	if o.StatsInterval > 0 {
+		ms := int(max(o.StatsInterval.Milliseconds(), 1))
+		// A shorter interval asked for in Properties (bench's broker
+		// counters, Settings.Stats) wins: both hooks hear every report.
+		if v, err := strconv.Atoi(s.Properties["statistics.interval.ms"]); err == nil && v > 0 && v < ms {
+			ms = v
+		}
+		owned["statistics.interval.ms"] = ms
+	}
 	c, err := newConsumer(s, "consumer", owned)
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{c: c}
+	src := &Source{c: c, stats: s.Stats}
 	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -77,6 +93,11 @@ func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 
 // OnRevoke implements router.Source.
 func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) { s.onRevoke = f }
+
+// OnConsumerStats makes f hear of the consumer's lag and rebalances every
+// SourceOptions.StatsInterval; f runs on the goroutine that polls, and must
+// be quick. Call it before the first Poll.
+func (s *Source) OnConsumerStats(f func(lag.ConsumerStats)) { s.onStats = f }
 
 // AssignmentLost implements router.Source.
 func (s *Source) AssignmentLost() bool { return s.c.AssignmentLost() }
@@ -134,6 +155,15 @@ func (s *Source) Poll(timeoutMs int) any {
 			return &router.FatalError{Err: e}
 		}
 		return e
+	case *kafka.Stats:
+		if s.onStats != nil {
+			if st, err := parseConsumerStats(e.String()); err == nil {
+				s.onStats(st)
+			}
+		}
+		if s.stats != nil {
+			s.stats(e.String())
+		}
 	}
 	return s.pop()
 }

@@ -13,22 +13,42 @@ import (
 )
 
 // TxSink is the router's transactional producer (exactly_once): one per
-// instance, under a transactional.id that stays the same across the
+// instance, under transactional.ids that stay the same across the
 // instance's restarts, so a restarted instance aborts what its previous life
 // left open.
+//
+// It holds two producers (lanes), <id> and <id>.b, and each transaction
+// goes to the other lane than the last. When CommitTransaction returns, the
+// broker has decided the commit but still writes its markers for a few
+// (on a busy host, tens of) ms, and refuses the same transactional.id a
+// new transaction meanwhile (CONCURRENT_TRANSACTIONS). Alternating lets the
+// next transaction start at once while the previous one completes. Only one
+// transaction is open and at most one is being committed at a time: a
+// transaction's offsets are sent after the previous one's commit was
+// decided, so the group's committed offsets never go back, and both lanes
+// carry the group metadata that fences a zombie.
 type TxSink struct {
 	settings Settings
 	txID     string
 
-	p      *kafka.Producer // replaced by Reset, from the event loop only
-	wg     sync.WaitGroup
+	lanes  [2]*txLane // replaced by Reset, from the event loop only
+	cur    int        // the lane of the open (or last) transaction
 	acks   chan router.Ack
 	failed atomic.Int64
 }
 
-var _ router.TxSink = (*TxSink)(nil)
+// txLane is one transactional producer and its delivery-report reader.
+type txLane struct {
+	p  *kafka.Producer
+	wg sync.WaitGroup
+}
 
-// NewTxSink creates the producer and initialises its transactions.
+var (
+	_ router.TxSink      = (*TxSink)(nil)
+	_ router.TxRegistrar = (*TxSink)(nil)
+)
+
+// NewTxSink creates the producers and initialises their transactions.
 func NewTxSink(ctx context.Context, s Settings, transactionalID string) (*TxSink, error) {
 	k := &TxSink{settings: s, txID: transactionalID, acks: make(chan router.Ack)}
 	if err := k.open(ctx); err != nil {
@@ -37,47 +57,85 @@ func NewTxSink(ctx context.Context, s Settings, transactionalID string) (*TxSink
 	return k, nil
 }
 
+// laneIDs are the lanes' transactional.ids.
+func (k *TxSink) laneIDs() [2]string { return [2]string{k.txID, k.txID + ".b"} }
+
 func (k *TxSink) open(ctx context.Context) error {
-	owned := kafka.ConfigMap{"transactional.id": k.txID}
+	for i, id := range k.laneIDs() {
+		l, err := k.openLane(ctx, id)
+		if err != nil {
+			for _, prev := range k.lanes[:i] {
+				prev.close()
+			}
+			return err
+		}
+		k.lanes[i] = l
+	}
+	return nil
+}
+
+func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
+	owned := kafka.ConfigMap{"transactional.id": txID}
 	if _, set := k.settings.Properties["transaction.timeout.ms"]; !set {
 		// A transaction left open by an instance that died blocks
 		// read_committed readers of its partitions until it times out
 		// (unless the instance restarts with the same id first).
 		owned["transaction.timeout.ms"] = 20000
 	}
+	if _, set := k.settings.Properties["retry.backoff.ms"]; !set {
+		// A lane's next transaction may still find its last one
+		// completing: librdkafka retries staging offsets after
+		// retry.backoff.ms (default 100 ms, and more after each try).
+		owned["retry.backoff.ms"] = txRetryBackoffMs
+		owned["retry.backoff.max.ms"] = txRetryBackoffMaxMs
+	}
 	for key, v := range producerSettings {
 		owned[key] = v
 	}
 	cm, err := k.settings.configMapFor("producer", owned)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
-		return fmt.Errorf("kafkaio: creating the transactional producer: %w", err)
+		return nil, fmt.Errorf("kafkaio: creating the transactional producer: %w", err)
 	}
+	l := &txLane{p: p}
 	// Delivery reports must be served while transactions commit; failures
 	// also fail the commit, so they are only counted here.
-	k.wg.Add(1)
+	l.wg.Add(1)
 	go func() {
-		defer k.wg.Done()
+		defer l.wg.Done()
 		for ev := range p.Events() {
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-				k.failed.Add(1)
+			switch e := ev.(type) {
+			case *kafka.Message:
+				if e.TopicPartition.Error != nil {
+					k.failed.Add(1)
+				}
+			case *kafka.Stats:
+				if k.settings.Stats != nil {
+					k.settings.Stats(e.String())
+				}
 			}
 		}
 	}()
 	if err := p.InitTransactions(ctx); err != nil {
-		p.Close()
-		k.wg.Wait()
-		return fmt.Errorf("kafkaio: initialising transactions for %s: %w", k.txID, err)
+		l.close()
+		return nil, fmt.Errorf("kafkaio: initialising transactions for %s: %w", txID, err)
 	}
-	k.p = p
-	return nil
+	return l, nil
 }
 
-// Begin implements router.TxSink.
-func (k *TxSink) Begin() error { return txnError(k.p.BeginTransaction()) }
+func (l *txLane) close() {
+	l.p.Close()
+	l.wg.Wait()
+}
+
+// Begin implements router.TxSink: the transaction goes to the other lane.
+func (k *TxSink) Begin() error {
+	k.cur = 1 - k.cur
+	return txnError(k.lanes[k.cur].p.BeginTransaction())
+}
 
 // Produce implements router.Sink.
 func (k *TxSink) Produce(o *router.Output, _ any) error {
@@ -89,44 +147,62 @@ func (k *TxSink) Produce(o *router.Output, _ any) error {
 	if o.Partition != nil {
 		msg.TopicPartition.Partition = *o.Partition
 	}
-	for _, h := range o.Headers {
-		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+	if len(o.Headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(o.Headers))
+		for i, h := range o.Headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
 	}
+	p := k.lanes[k.cur].p
 	for try := 0; ; try++ {
-		err := k.p.Produce(msg, nil)
+		err := p.Produce(msg, nil)
 		var kerr kafka.Error
 		if err == nil || !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull || try == 100 {
 			return txnError(err)
 		}
-		k.p.Flush(10)
+		p.Flush(10)
 	}
 }
 
 // Commit implements router.TxSink.
 func (k *TxSink) Commit(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
-	if len(offsets) > 0 {
-		gm, ok := group.(*kafka.ConsumerGroupMetadata)
-		if !ok {
-			return &router.TxnError{Err: fmt.Errorf("kafkaio: group metadata of type %T", group), Abortable: true}
-		}
-		tps := make([]kafka.TopicPartition, 0, len(offsets))
-		for tp, off := range offsets {
-			tps = append(tps, kafka.TopicPartition{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(off)})
-		}
-		if err := k.p.SendOffsetsToTransaction(ctx, tps, gm); err != nil {
-			return txnError(err)
-		}
+	if err := k.sendOffsets(ctx, offsets, group); err != nil {
+		return err
 	}
-	return txnError(k.p.CommitTransaction(ctx))
+	return txnError(k.lanes[k.cur].p.CommitTransaction(ctx))
+}
+
+// Register implements router.TxRegistrar: the offsets staged now are
+// replaced by those Commit sends.
+func (k *TxSink) Register(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
+	return k.sendOffsets(ctx, offsets, group)
+}
+
+func (k *TxSink) sendOffsets(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	gm, ok := group.(*kafka.ConsumerGroupMetadata)
+	if !ok {
+		return &router.TxnError{Err: fmt.Errorf("kafkaio: group metadata of type %T", group), Abortable: true}
+	}
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		tps = append(tps, kafka.TopicPartition{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(off)})
+	}
+	return txnError(k.lanes[k.cur].p.SendOffsetsToTransaction(ctx, tps, gm))
 }
 
 // Abort implements router.TxSink.
-func (k *TxSink) Abort(ctx context.Context) error { return txnError(k.p.AbortTransaction(ctx)) }
+func (k *TxSink) Abort(ctx context.Context) error {
+	return txnError(k.lanes[k.cur].p.AbortTransaction(ctx))
+}
 
-// Reset implements router.TxSink.
+// Reset implements router.TxSink: both lanes are replaced.
 func (k *TxSink) Reset() error {
-	k.p.Close()
-	k.wg.Wait()
+	for _, l := range k.lanes {
+		l.close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
 	defer cancel()
 	return k.open(ctx)
@@ -137,15 +213,23 @@ func (k *TxSink) Reset() error {
 func (k *TxSink) Acks() <-chan router.Ack { return k.acks }
 
 // Close implements router.Sink: it aborts an open transaction (the router
-// commits before closing) and releases the producer.
+// commits before closing) and releases the producers.
 func (k *TxSink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
 	defer cancel()
-	_ = k.p.AbortTransaction(ctx) // nothing open is the usual case: its error is expected
-	k.p.Close()
-	k.wg.Wait()
+	for _, l := range k.lanes {
+		_ = l.p.AbortTransaction(ctx) // nothing open is the usual case: its error is expected
+		l.close()
+	}
 	return nil
 }
+
+// The transactional producers' retry.backoff.ms and retry.backoff.max.ms,
+// unless kafka.properties sets retry.backoff.ms.
+const (
+	txRetryBackoffMs    = 1
+	txRetryBackoffMaxMs = 5
+)
 
 // txnError classifies librdkafka's transaction errors for the router.
 func txnError(err error) error {

@@ -21,7 +21,7 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 		instanceID = "r-" + tailID()
 	}
 	eos := cfg.Router.Delivery == config.ExactlyOnce
-	so := SourceOptions{Transactional: eos}
+	so := SourceOptions{Transactional: eos, StatsInterval: cfg.Router.LagInterval.D()}
 	if static {
 		so.InstanceID = instanceID
 	}

@@ -85,7 +85,7 @@ func (s *Source) Push(evs ...any) {
 // Poll implements router.Source. A Revoked event runs the revoke hook
 // before Poll returns it, as a Kafka client's rebalance does.
 func (s *Source) Poll(timeoutMs int) any {
-	deadline := s.clock.After(time.Duration(timeoutMs) * time.Millisecond)
+	var deadline <-chan time.Time // made only when Poll has to wait
 	for {
 		wake := s.pushed.wait()
 		s.mu.Lock()
@@ -116,6 +116,9 @@ func (s *Source) Poll(timeoutMs int) any {
 			return ev
 		}
 		s.mu.Unlock()
+		if deadline == nil {
+			deadline = s.clock.After(time.Duration(timeoutMs) * time.Millisecond)
+		}
 		select {
 		case <-wake:
 		case <-deadline:

@@ -2,6 +2,8 @@ package routertest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/router"
@@ -24,9 +26,22 @@ type TxSink struct {
 	aborts   int
 	resets   int
 	produced int
+	batches  []int // outputs of each committed transaction, in order
+	// registered: offsets staged by Register, one map per call, and how
+	// many outputs the open transaction held at each call.
+	registered   []map[router.TopicPartition]int64
+	registeredAt []int
+
+	gate        chan struct{} // non-nil: Commit waits for it to close (BlockCommits)
+	waiting     chan struct{} // closed when a Commit waits at the gate
+	inCommit    int           // Commit calls running now
+	maxInCommit int           // the most that ever ran at once
 }
 
-var _ router.TxSink = (*TxSink)(nil)
+var (
+	_ router.TxSink      = (*TxSink)(nil)
+	_ router.TxRegistrar = (*TxSink)(nil)
+)
 
 // NewTxSink returns a TxSink whose commits store offsets in src.
 func NewTxSink(src *Source) *TxSink { return &TxSink{Sink: NewSink(), src: src} }
@@ -69,9 +84,75 @@ func (k *TxSink) Produce(o *router.Output, _ any) error {
 	return nil
 }
 
+// Register implements router.TxRegistrar: it notes the offsets staged and
+// how many outputs the transaction held then.
+func (k *TxSink) Register(_ context.Context, offsets map[router.TopicPartition]int64, _ any) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.registered = append(k.registered, maps.Clone(offsets))
+	k.registeredAt = append(k.registeredAt, len(k.txn))
+	return nil
+}
+
+// Registered returns the offsets each Register call staged and how many
+// outputs the transaction held at each call.
+func (k *TxSink) Registered() ([]map[router.TopicPartition]int64, []int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.registered), slices.Clone(k.registeredAt)
+}
+
+// BlockCommits makes the next Commit calls wait until UnblockCommits, as a
+// slow broker would; the returned channel closes once a Commit waits.
+func (k *TxSink) BlockCommits() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.gate, k.waiting = make(chan struct{}), make(chan struct{})
+	return k.waiting
+}
+
+// UnblockCommits lets the waiting and later Commit calls through.
+func (k *TxSink) UnblockCommits() {
+	k.mu.Lock()
+	gate := k.gate
+	k.gate = nil
+	k.mu.Unlock()
+	if gate != nil {
+		close(gate)
+	}
+}
+
+// Batches returns how many outputs each committed transaction held, in
+// commit order.
+func (k *TxSink) Batches() []int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]int(nil), k.batches...)
+}
+
+// MaxConcurrentCommits returns the most Commit calls that ever ran at once.
+func (k *TxSink) MaxConcurrentCommits() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.maxInCommit
+}
+
 // Commit implements router.TxSink.
 func (k *TxSink) Commit(_ context.Context, offsets map[router.TopicPartition]int64, _ any) error {
 	k.mu.Lock()
+	k.inCommit++
+	k.maxInCommit = max(k.maxInCommit, k.inCommit)
+	if gate := k.gate; gate != nil {
+		select {
+		case <-k.waiting:
+		default:
+			close(k.waiting)
+		}
+		k.mu.Unlock()
+		<-gate
+		k.mu.Lock()
+	}
+	k.inCommit--
 	if len(k.fail) > 0 {
 		err := k.fail[0]
 		k.fail = k.fail[1:]
@@ -81,6 +162,7 @@ func (k *TxSink) Commit(_ context.Context, offsets map[router.TopicPartition]int
 	txn := k.txn
 	k.txn, k.open = nil, false
 	k.commits++
+	k.batches = append(k.batches, len(txn))
 	k.mu.Unlock()
 	for i := range txn {
 		_ = k.Sink.Produce(&txn[i], nil)
