@@ -15,13 +15,15 @@
 //   - [Materializer]: the loop that reads the topics through a [Source] from
 //     the store's positions, writes batches, tells when the store has caught
 //     up, empties the store when the topics were recreated, expires, and
-//     hands the records from the topics' end at start on to the instance's
-//     live stream ([Live], which api.Results implements).
+//     hands the records from the topics' end at start on, and the progress
+//     topic's (read for that only, never stored), to the instance's live
+//     stream ([Live], which api.Feed implements).
 //
 // It does not own Kafka I/O: the [Source] is cmd/switchboard's adapter of
 // router/kafkaio. It does not own the HTTP answers, the tenant rules of the
 // API (the caller passes the tenant it may see), nor the in-memory recent
-// results and the stream's fan-out (api.Results).
+// results, the ordering of progress before results and the streams' fan-out
+// (api.Feed, api.Results).
 //
 // Time comes from an injected clockwork.Clock (flush and expiry timing).
 package lookup

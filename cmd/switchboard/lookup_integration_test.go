@@ -40,6 +40,7 @@ topics:
   responses: %[1]s.response
   timeouts: %[1]s.timeout
   results: %[1]s.result
+  progress: %[1]s.progress
   dead_letter: %[1]s.dlq
   pending: %[1]s.pending
   fallback_cache: %[1]s.cache
@@ -167,6 +168,7 @@ func TestAnyInstanceAnswersForAnyIntentApacheKafka(t *testing.T) {
 			t.Fatalf("%s: %d of %d intents wrong or missing", n.proc.name, bad.Load(), total)
 		}
 		n.checkPending(ctx, client, holdSent)
+		n.checkTasks(idOf(1))
 		t.Logf("%s answered for all %d intents and the pending one in %s", n.proc.name, total, time.Since(start).Round(time.Millisecond))
 	}
 	check(nodes[1])
@@ -183,6 +185,24 @@ func TestAnyInstanceAnswersForAnyIntentApacheKafka(t *testing.T) {
 	}
 	for _, n := range nodes {
 		check(n)
+	}
+}
+
+// checkTasks reads a resolved intent and the pending one as MCP tasks
+// (tasks/get, tasks/result): the MCP endpoint looks up through the same
+// store.
+func (n *lookupNode) checkTasks(resolved string) {
+	n.t.Helper()
+	m := &mcpInstance{t: n.t, url: n.base}
+	sid := m.session()
+	if r := m.call(sid, "tasks/get", resolved); !strings.Contains(r.body, `"status":"completed"`) {
+		n.t.Fatalf("%s: MCP tasks/get %s: %s", n.proc.name, resolved, r.body)
+	}
+	if r := m.call(sid, "tasks/result", resolved); !strings.Contains(r.body, "related-task") || strings.Contains(r.body, `"isError":true`) {
+		n.t.Fatalf("%s: MCP tasks/result %s: %s", n.proc.name, resolved, r.body)
+	}
+	if r := m.call(sid, "tasks/get", "lk-hold"); !strings.Contains(r.body, `"status":"working"`) {
+		n.t.Fatalf("%s: MCP tasks/get lk-hold: %s", n.proc.name, r.body)
 	}
 }
 
