@@ -8,9 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -57,14 +54,8 @@ type cancelBody struct {
 // if it is still pending when the record arrives, and ignores it otherwise.
 // An intent whose result this instance holds gets 409 already_resolved.
 func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if r.URL.RawPath != "" {
-		if u, err := url.PathUnescape(id); err == nil {
-			id = u
-		}
-	}
-	if !intents.ValidID(id) {
-		writeError(w, http.StatusBadRequest, codeInvalidParameter, fmt.Sprintf("%q is not a valid intent id", id), "id")
+	id, ok := intentIDParam(w, r)
+	if !ok {
 		return
 	}
 	reason, ok := s.cancelReason(w, r)
@@ -72,12 +63,14 @@ func (s *Server) cancelIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only the caller's tenant's intent counts (the tenant-less one with
-	// authentication off, as the cancel record says): another tenant's
+	// authentication off, as the cancel record says), resolved on any
+	// instance: this one's memory or the lookup store. Another tenant's
 	// resolved intent with this id is answered as an unknown one (202: the
 	// record goes out with the caller's tenant and the router ignores it),
 	// so that its existence is not revealed.
 	tenant := deref(tenantPtr(principalFrom(r.Context())))
-	if res, known := s.results.Get(tenant, id); known {
+	if st, err := s.lookup.Lookup(r.Context(), tenant, id); err == nil && st.Resolved() {
+		res := st.Result
 		var body resolvedError
 		body.Error.errorBody = errorBody{
 			Code:    codeAlreadyResolved,

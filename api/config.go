@@ -249,6 +249,7 @@ type options struct {
 	history    History
 	catalog    Catalog
 	agentState func(agent string) any
+	lookup     IntentLookup // nil: this instance's memory only (intentlookup.go)
 	agentLag   func(agent string) any
 	mcp        http.Handler
 	tracing    apiTracing // tracing.go

@@ -8,8 +8,12 @@
 //     hold the request until the intent's result arrives (200) or the wait
 //     ends (202, status "pending").
 //     Idempotent by Idempotency-Key or intent_id (idempotency.go).
-//   - GET /v1/intents/{id}: the result and timeline of an intent this
-//     instance has seen (timeline.go).
+//   - GET /v1/intents/{id}: the result and timeline, or the pending state,
+//     of any intent (timeline.go), from this instance's memory and then an
+//     [IntentLookup] (intentlookup.go: the store of every intent, package
+//     api/lookup), which also answers DELETE's 409, ?wait and WebSocket
+//     subscriptions by id for intents resolved before this instance read
+//     them, and the MCP task lookups.
 //   - GET /v1/intents/{id}/events and POST /v1/intents?stream=sse: Server-Sent
 //     Events of one intent, its progress then its result (sse.go), followed
 //     through a [Watch] (watch.go): the seam for any transport that follows

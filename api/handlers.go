@@ -103,6 +103,9 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		res, wt = s.results.await(ik)
 		defer s.results.release(wt)
+		if res == nil && explicitID { // resolved before, maybe on another instance
+			res = s.lookup.stored(r.Context(), ik.tenant, req.IntentID)
+		}
 	}
 	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
 	if stream {

@@ -8,60 +8,31 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// IntentState is what is known of one intent: pending (published, no
-// result yet) or resolved (Result set).
-type IntentState struct {
-	IntentID   string
-	IntentType string
-	Tenant     string // "" for none
-	// Result is the intent's result once it has resolved (nil: pending).
-	Result *schemas.IntentResult
-	// Timeout is its timeout event, if it timed out.
-	Timeout *schemas.IntentTimeout
-	// SubmittedAt is when it was published, unix ms (0: not known here).
-	SubmittedAt int64
-}
-
-// Resolved reports whether the intent has its result.
-func (s IntentState) Resolved() bool { return s.Result != nil }
-
-// IntentLookup answers for an intent by (tenant, id), and lists a
-// tenant's recent intents. tenant is the caller's: with a tenant, another
-// tenant's intent is not found (never revealed); "" (authentication off)
-// sees every intent. It is what the MCP endpoint's tasks read (tasks/get,
-// tasks/result, tasks/list).
-//
-// [*Results] implements it with this instance's memory: the results and
-// timeout events it has read since it started (every instance reads them
-// all), and the intents published through it that are still pending. An
-// intent published through another instance is found once it has
-// resolved, but not while it is pending; one older than the memory's
-// capacity, or resolved before this instance started, is not found. A
-// store materialised from Kafka replaces it to answer for any intent from
-// any instance (issue 17).
-//
-// Implementations must be safe for concurrent use.
-type IntentLookup interface {
-	// LookupIntent returns the intent's state, or false if it is unknown
-	// (or another tenant's).
-	LookupIntent(ctx context.Context, tenant, id string) (IntentState, bool)
-	// RecentIntents returns up to limit of the tenant's intents, the most
-	// recent first: pending ones, then resolved ones by resolution time.
-	RecentIntents(ctx context.Context, tenant string, limit int) []IntentState
-}
-
 var _ IntentLookup = (*Results)(nil)
 
-// LookupIntent implements [IntentLookup] from this instance's memory.
-func (r *Results) LookupIntent(_ context.Context, tenant, id string) (IntentState, bool) {
+// scopeOf is the Results scope of an [IntentLookup] tenant: nil (every
+// tenant's) for AnyTenant.
+func scopeOf(tenant string) *string {
+	if tenant == AnyTenant {
+		return nil
+	}
+	return &tenant
+}
+
+// Lookup implements [IntentLookup] with this instance's memory: the
+// results and timeout events it has read since it started (every instance
+// reads them all), and the intents published through it that are still
+// pending (PendingReceived). An intent published through another instance
+// is found once it has resolved, but not while it is pending; one older
+// than the memory's capacity, or resolved before this instance started, is
+// not found: the store of package api/lookup answers for those (the
+// server's IntentLookup asks it next).
+func (r *Results) Lookup(_ context.Context, tenant, id string) (IntentStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var scope *string
-	if tenant != "" {
-		scope = &tenant
-	}
+	scope := scopeOf(tenant)
 	if e := r.findFor(scope, id, hasResult); e != nil {
-		return stateOf(e), true
+		return statusOf(e), nil
 	}
 	r.stats.expire()
 	k, ok := intentKey{tenant, id}, false
@@ -75,46 +46,57 @@ func (r *Results) LookupIntent(_ context.Context, tenant, id string) (IntentStat
 			}
 		}
 	}
-	if !ok {
-		return IntentState{}, false
+	if ok {
+		st := IntentStatus{IntentID: id, Tenant: k.tenant, Pending: &PendingState{
+			State: PendingReceived, IntentType: f.intentType, ReceivedAt: f.at / 1e6,
+		}}
+		if e := r.st.get(k); e != nil {
+			st.Timeout = e.timeout
+		}
+		return st, nil
 	}
-	st := IntentState{IntentID: id, IntentType: f.intentType, Tenant: k.tenant, SubmittedAt: f.at / 1e6}
-	if e := r.st.get(k); e != nil {
-		st.Timeout = e.timeout
+	if e := r.findFor(scope, id, func(e *entry) bool { return e.timeout != nil }); e != nil {
+		// Timed out, its result on its way.
+		t := e.timeout
+		return IntentStatus{IntentID: id, Tenant: e.key.tenant, Timeout: t, Pending: &PendingState{
+			State: PendingResolving, IntentType: t.IntentType, Agent: t.Agent, Deadline: t.Deadline,
+		}}, nil
 	}
-	return st, true
+	return IntentStatus{}, ErrIntentNotFound
 }
 
-// stateOf is what an entry with a result says of its intent.
-func stateOf(e *entry) IntentState {
-	return IntentState{
-		IntentID: e.key.id, IntentType: e.res.IntentType, Tenant: e.key.tenant, Result: e.res,
-		Timeout: e.timeout, SubmittedAt: e.res.Timeline.ReceivedAt,
-	}
+// statusOf is what an entry with a result says of its intent.
+func statusOf(e *entry) IntentStatus {
+	return IntentStatus{IntentID: e.key.id, Tenant: e.key.tenant, Result: e.res, Timeout: e.timeout}
 }
 
-// RecentIntents implements [IntentLookup] from this instance's memory: the
+// Recent implements [IntentLookup] from this instance's memory: the
 // tenant's pending intents published here (newest first), then its
-// results, newest first. It scans the memory (at most its capacity).
-func (r *Results) RecentIntents(_ context.Context, tenant string, limit int) []IntentState {
-	if limit <= 0 {
-		return nil
+// results, newest first (AnyTenant: every tenant's). It scans the memory
+// (at most its capacity) and keeps no pages: a cursor (before) lists
+// nothing.
+func (r *Results) Recent(_ context.Context, tenant string, limit int, before string) ([]IntentStatus, string, error) {
+	if limit <= 0 || before != "" {
+		return nil, "", nil
 	}
+	all := tenant == AnyTenant
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stats.expire()
-	var out []IntentState
+	var out []IntentStatus
 	for i := len(r.stats.flights) - 1; i >= 0 && len(out) < limit; i-- {
 		ref := r.stats.flights[i]
 		f, ok := r.stats.inflight[ref.key]
-		if !ok || f.at != ref.at || (tenant != "" && ref.key.tenant != tenant) {
+		if !ok || f.at != ref.at || (!all && ref.key.tenant != tenant) {
 			continue
 		}
-		out = append(out, IntentState{IntentID: ref.key.id, IntentType: f.intentType, Tenant: ref.key.tenant, SubmittedAt: f.at / 1e6})
+		out = append(out, IntentStatus{IntentID: ref.key.id, Tenant: ref.key.tenant, Pending: &PendingState{
+			State: PendingReceived, IntentType: f.intentType, ReceivedAt: f.at / 1e6,
+		}})
 	}
 	var held []*entry
 	for t, sh := range r.st.tenants {
-		if tenant != "" && t != tenant {
+		if !all && t != tenant {
 			continue
 		}
 		for e := sh.oldest; e != nil; e = e.newer {
@@ -128,15 +110,15 @@ func (r *Results) RecentIntents(_ context.Context, tenant string, limit int) []I
 		if len(out) == limit {
 			break
 		}
-		out = append(out, stateOf(e))
+		out = append(out, statusOf(e))
 	}
-	return out
+	return out, "", nil
 }
 
 // Submitted counts an intent published through this instance (by a door
 // other than POST /v1/intents, such as the MCP endpoint) as pending until
 // its result arrives: GET /v1/intents/{id}, the live counts and
-// [IntentLookup] then know it.
+// [Results.Lookup] then know it.
 func (r *Results) Submitted(id, intentType, tenant string) {
 	r.submitted(intentKey{tenant, id}, intentType)
 }

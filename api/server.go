@@ -40,6 +40,7 @@ type Server struct {
 	readiness  func() error
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
+	lookup     *intentLookup
 	mcp        http.Handler // nil: none (mcpdoor.go)
 	catalog    Catalog
 	openAPIDoc []byte // openapi.json with the catalog's schemas
@@ -123,6 +124,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		readiness:    o.readiness,
 		contexts:     o.contexts,
 		history:      o.history,
+		lookup:       &intentLookup{results: results, store: o.lookup},
 		catalog:      o.catalog,
 		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
 		agentState:   o.agentState,
@@ -197,7 +199,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result,
 //	                        ?stream=sse to follow its progress and result (sse.go);
 //	                        idempotent by Idempotency-Key or intent_id
-//	GET  /v1/intents/{id}   the result and timeline of an intent, if this instance has seen it
+//	GET  /v1/intents/{id}   the result and timeline, or the pending state, of any intent (memory, then
+//	                        the IntentLookup); ?wait=DURATION waits for a pending one's result
 //	GET  /v1/intents/{id}/events  Server-Sent Events: the intent's progress, then its result
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results and timeout events

@@ -147,6 +147,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	defer s.releaseStream(p)
 	watch := s.results.Watch(tenantPtr(p), id, s.cfg.SendQueue)
 	defer watch.Close()
+	if !watch.resolved {
+		// Resolved before this instance read it (elsewhere, or before it
+		// started): the lookup store's result is the stream's one event.
+		s.resolveStored(r.Context(), watch, lookupTenant(p), id)
+	}
 	if !from.ok {
 		from.partition, from.offset, from.ok = watch.Start()
 	}

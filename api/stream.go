@@ -481,6 +481,8 @@ func (c *wsConn) handle(typ int, data []byte) {
 		if errors.Is(err, errTooManySubscriptions) {
 			c.sendError(codeTooManySubscriptions,
 				fmt.Sprintf("a connection may hold %d subscriptions; unsubscribe first", c.srv.cfg.MaxSubscriptions))
+		} else if err == nil {
+			c.srv.sendStoredResults(c.srv.stopCtx, c.sub, f.IntentIDs)
 		}
 	case m.Unsubscribe != nil:
 		f := *m.Unsubscribe

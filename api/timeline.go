@@ -1,13 +1,16 @@
 package api
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -24,13 +27,15 @@ type intentView struct {
 	TraceURL string `json:"trace_url,omitempty"`
 }
 
-// pendingView is the body of GET /v1/intents/{id} for an intent this
-// instance knows but that has no result yet.
+// pendingView is the body of GET /v1/intents/{id} for an intent that has
+// no result yet: its pending state (state, agent, deadline...) when the
+// router's changelog or this instance knows it.
 type pendingView struct {
-	IntentID string                 `json:"intent_id"`
-	Status   string                 `json:"status"` // "pending"
-	Timeout  *schemas.IntentTimeout `json:"timeout,omitempty"`
-	Events   []timelineEvent        `json:"events"`
+	IntentID string `json:"intent_id"`
+	Status   string `json:"status"` // "pending"
+	*PendingState
+	Timeout *schemas.IntentTimeout `json:"timeout,omitempty"`
+	Events  []timelineEvent        `json:"events"`
 }
 
 // timelineEvent is one step of an intent: received, dispatched, answered,
@@ -43,9 +48,18 @@ type timelineEvent struct {
 }
 
 // timeline lists an intent's events in time order (steps at the same
-// millisecond in their natural order).
-func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout) []timelineEvent {
+// millisecond in their natural order): from its result, or while it is
+// pending from its pending state.
+func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout, pend *PendingState) []timelineEvent {
 	var ev []timelineEvent
+	if res == nil && pend != nil {
+		if pend.ReceivedAt != 0 {
+			ev = append(ev, timelineEvent{Event: "received", At: pend.ReceivedAt})
+		}
+		if pend.DispatchedAt != 0 {
+			ev = append(ev, timelineEvent{Event: "dispatched", At: pend.DispatchedAt, Detail: pend.Agent})
+		}
+	}
 	if res != nil {
 		tl := res.Timeline
 		ev = append(ev, timelineEvent{Event: "received", At: tl.ReceivedAt})
@@ -77,26 +91,86 @@ func timeline(res *schemas.IntentResult, t *schemas.IntentTimeout) []timelineEve
 	return ev
 }
 
-// getIntent serves GET /v1/intents/{id}: the caller's tenant's intent
-// (tenant.go); another tenant's is not found, word for word as an unknown
-// one.
+// getIntent serves GET /v1/intents/{id}[?wait=DURATION]: the intent's
+// result and timeline, or its pending state, from this instance's memory or
+// the lookup store, whichever instance took it. With ?wait, a pending
+// intent's answer waits up to DURATION for its result. The caller's tenant's
+// intent only (tenant.go); another tenant's is not found, word for word as
+// an unknown one.
 func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
+	id, ok := intentIDParam(w, r)
+	if !ok {
+		return
+	}
+	wait, err := parseWait(r.URL.Query(), s.cfg.MaxWait)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "wait")
+		return
+	}
+	p := principalFrom(r.Context())
+	tenant := lookupTenant(p)
+	st, err := s.lookup.Lookup(r.Context(), tenant, id)
+	if wait > 0 && !st.Resolved() {
+		// Register the waiter, then look again: a result that lands in
+		// between is found by one or the other.
+		// The waiter is the intent's: the tenant it was found under, else
+		// the caller's (the tenant-less one with authentication off).
+		wk := intentKey{deref(tenantPtr(p)), id}
+		if err == nil {
+			wk.tenant = st.Tenant
+		}
+		res, wt := s.results.await(wk)
+		if res == nil {
+			if again, aerr := s.lookup.Lookup(r.Context(), tenant, id); aerr == nil || err != nil {
+				st, err = again, aerr
+			}
+		}
+		if res == nil && !st.Resolved() {
+			res = s.waitFor(r.Context(), wt, wait)
+		}
+		s.results.release(wt)
+		if res != nil {
+			st, err = IntentStatus{IntentID: id, Tenant: wk.tenant, Result: res, Timeout: st.Timeout}, nil
+		}
+	}
+	switch {
+	case err == nil && st.Resolved():
+		writeJSON(w, http.StatusOK, intentView{IntentResult: st.Result, Status: "resolved", Timeout: st.Timeout, Events: timeline(st.Result, st.Timeout, nil), TraceURL: s.tracing.traceLink(st.Result)})
+	case err == nil:
+		writeJSON(w, http.StatusOK, pendingView{IntentID: id, Status: "pending", PendingState: st.Pending, Timeout: st.Timeout, Events: timeline(nil, st.Timeout, st.Pending)})
+	case errors.Is(err, ErrLookupCatchingUp):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeNotReady,
+			fmt.Sprintf("intent %q is not known yet: this instance is still reading the results topic since its start; retry", id), "")
+	case errors.Is(err, ErrIntentNotFound):
+		writeError(w, http.StatusNotFound, codeNotFound,
+			fmt.Sprintf("no intent %q: unknown, or older than the results topic keeps", id), "")
+	default:
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "intent lookup failed", slog.String("intent_id", id), slog.Any("error", err))
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the intent could not be looked up; retry", "")
+	}
+}
+
+// intentIDParam returns the {id} of the route, unescaped, or answers 400
+// (and returns false) when it is no intent id: ids are 1 to
+// intents.MaxIDLen bytes of printable UTF-8, so nothing else is looked up.
+func intentIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
 	if r.URL.RawPath != "" {
 		if u, err := url.PathUnescape(id); err == nil {
 			id = u
 		}
 	}
-	res, to, inflight := s.results.lookup(tenantPtr(principalFrom(r.Context())), id)
-	switch {
-	case res != nil:
-		writeJSON(w, http.StatusOK, intentView{IntentResult: res, Status: "resolved", Timeout: to, Events: timeline(res, to), TraceURL: s.tracing.traceLink(res)})
-	case to != nil || inflight:
-		writeJSON(w, http.StatusOK, pendingView{IntentID: id, Status: "pending", Timeout: to, Events: timeline(nil, to)})
-	default:
-		writeError(w, http.StatusNotFound, codeNotFound,
-			fmt.Sprintf("no result for intent %q on this instance: it may still be pending, or older than this instance remembers", id), "")
+	if !intents.ValidID(id) {
+		shown := id
+		if len(shown) > 64 {
+			shown = shown[:64] + "..."
+		}
+		writeError(w, http.StatusBadRequest, codeInvalidParameter,
+			fmt.Sprintf("%q is not an intent id: ids are 1 to %d bytes of printable UTF-8 without spaces", shown, intents.MaxIDLen), "id")
+		return "", false
 	}
+	return id, true
 }
 
 // lookup returns what this instance knows of intent id as tenant's caller

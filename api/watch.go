@@ -44,7 +44,7 @@ type Watch struct {
 	live     []int64
 	start    progressMark
 	started  bool
-	resolved bool // the result was held when the watch began: it is the one event
+	resolved bool // the result was held when the watch began (or was in the lookup store, intentlookup.go): it is the one event
 
 	// Guarded by Results.mu.
 	err    error

@@ -251,7 +251,11 @@ async function showIntent(id) {
   box.replaceChildren();
   try {
     const v = await api("GET", "/v1/intents/" + encodeURIComponent(id));
-    const h = text(document.createElement("p"), v.intent_id + ": " + v.status + (v.outcome ? " (" + v.outcome + ")" : ""));
+    // Any instance answers for any intent (the lookup store): resolved with
+    // its outcome, or pending with its state, agent and deadline.
+    const pend = v.state ? " (" + v.state + (v.agent ? " on " + v.agent : "") +
+      (v.deadline ? ", deadline " + new Date(v.deadline).toISOString() : "") + ")" : "";
+    const h = text(document.createElement("p"), v.intent_id + ": " + v.status + (v.outcome ? " (" + v.outcome + ")" : "") + pend);
     h.id = "detail-status";
     const ol = document.createElement("ol");
     ol.id = "timeline";

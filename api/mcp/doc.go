@@ -20,7 +20,8 @@
 //     (progress.go);
 //   - tasks: the io.modelcontextprotocol/tasks extension of 2026-07-28 and
 //     the experimental tasks/* of 2025-11-25, read through
-//     [api.IntentLookup] (tasks.go);
+//     [api.IntentLookup] (tasks.go): a caller without a token looks up as
+//     [api.AnyTenant], as the API does with authentication off;
 //   - a stdio server that forwards to a Switchboard URL (stdio.go), for
 //     desktop clients that only launch local commands.
 //

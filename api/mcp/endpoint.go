@@ -46,7 +46,9 @@ type Config struct {
 	// on it.
 	Results *api.Results
 	// Lookup answers tasks/get, tasks/result and tasks/list. Default:
-	// Results (this instance's memory).
+	// Results (this instance's memory only); serve and dev pass
+	// api.NewIntentLookup (memory, then the lookup store of every
+	// intent), so any instance answers for any task.
 	Lookup api.IntentLookup
 	// Progress delivers agents' progress. Default: none arrives.
 	Progress ProgressSource

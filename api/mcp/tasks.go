@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,7 +109,11 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/list is not part of the tasks extension of 2026-07-28"}
 		}
 		out := &taskList{Tasks: []taskWire{}}
-		for _, st := range e.cfg.Lookup.RecentIntents(ctx, tenant, maxListedTasks) {
+		recent, _, err := e.cfg.Lookup.Recent(ctx, lookupTenant(tenant), maxListedTasks, "")
+		if err != nil {
+			return nil, true, lookupError(err, "")
+		}
+		for _, st := range recent {
 			out.Tasks = append(out.Tasks, e.task(st, false))
 		}
 		return out, true, nil
@@ -128,9 +133,9 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/result is not part of the tasks extension of 2026-07-28: tasks/get returns the result"}
 	}
 	id := r.Params.TaskID
-	st, found := e.cfg.Lookup.LookupIntent(ctx, tenant, id)
-	if !found {
-		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown task %q", id)}
+	st, err := e.cfg.Lookup.Lookup(ctx, lookupTenant(tenant), id)
+	if err != nil {
+		return nil, true, lookupError(err, id)
 	}
 	switch method {
 	case "tasks/get":
@@ -146,7 +151,7 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 	case "tasks/result":
 		res := st.Result
 		if res == nil {
-			res = e.waitResult(ctx, tenant, st)
+			res = e.waitResult(ctx, st)
 		}
 		if res == nil {
 			return nil, true, ctx.Err()
@@ -160,14 +165,15 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 
 // waitResult waits for a pending intent's result, up to its intent type's
 // timeout plus ResultGrace from now, or until ctx ends (nil then).
-func (e *Endpoint) waitResult(ctx context.Context, tenant string, st api.IntentState) *schemas.IntentResult {
-	res, wait, release := e.cfg.Results.Await(tenant, st.IntentID)
+// st is the intent as a lookup found it (its tenant the intent's own).
+func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) *schemas.IntentResult {
+	res, wait, release := e.cfg.Results.Await(st.Tenant, st.IntentID)
 	defer release()
 	if res != nil {
 		return res
 	}
 	limit := e.cfg.ResultGrace
-	if t, ok := e.cfg.Catalog.IntentType(st.IntentType); ok {
+	if t, ok := e.cfg.Catalog.IntentType(st.IntentType()); ok {
 		limit += time.Duration(t.TimeoutMs) * time.Millisecond
 	}
 	timer := e.cfg.Clock.NewTimer(limit)
@@ -178,7 +184,7 @@ func (e *Endpoint) waitResult(ctx context.Context, tenant string, st api.IntentS
 	case <-e.stopped:
 		return nil
 	case <-timer.Chan():
-		if st, ok := e.cfg.Lookup.LookupIntent(ctx, tenant, st.IntentID); ok && st.Result != nil {
+		if st, err := e.cfg.Lookup.Lookup(ctx, st.Tenant, st.IntentID); err == nil && st.Result != nil {
 			return st.Result
 		}
 		return nil
@@ -207,7 +213,10 @@ func (e *Endpoint) wantsTask(req *sdk.CallToolRequest, ci callInfo) bool {
 
 // taskCreated answers a task-augmented tools/call.
 func (e *Endpoint) taskCreated(req *sdk.CallToolRequest, id string, now time.Time, res *schemas.IntentResult) sdk.Result {
-	st := api.IntentState{IntentID: id, IntentType: req.Params.Name, Tenant: tenantOf(req), Result: res, SubmittedAt: now.UnixMilli()}
+	st := api.IntentStatus{
+		IntentID: id, Tenant: tenantOf(req), Result: res,
+		Pending: &api.PendingState{State: api.PendingReceived, IntentType: req.Params.Name, ReceivedAt: now.UnixMilli()},
+	}
 	if modern(req.ProtocolVersion()) {
 		tw := e.task(st, true)
 		tw.Result, tw.Error = nil, nil // CreateTaskResult carries no result
@@ -217,11 +226,11 @@ func (e *Endpoint) taskCreated(req *sdk.CallToolRequest, id string, now time.Tim
 }
 
 // task describes an intent as a task.
-func (e *Endpoint) task(st api.IntentState, v2026 bool) taskWire {
+func (e *Endpoint) task(st api.IntentStatus, v2026 bool) taskWire {
 	now := e.cfg.Clock.Now()
 	created := now
-	if st.SubmittedAt > 0 {
-		created = time.UnixMilli(st.SubmittedAt)
+	if at := st.ReceivedAt(); at > 0 {
+		created = time.UnixMilli(at)
 	}
 	updated := now
 	tw := taskWire{TaskID: st.IntentID, Status: "working"}
@@ -260,4 +269,28 @@ func statusOf(res *schemas.IntentResult) string {
 		return "cancelled"
 	}
 	return "failed"
+}
+
+// lookupTenant is the api.IntentLookup tenant of an MCP caller's: its
+// token's user, or every tenant's (api.AnyTenant) without a token
+// (authentication off).
+func lookupTenant(tenant string) string {
+	if tenant == "" {
+		return api.AnyTenant
+	}
+	return tenant
+}
+
+// lookupError is the JSON-RPC error of a failed task lookup (id "" for
+// tasks/list): an unknown task (another tenant's included), one this
+// instance cannot tell yet (its store is catching up with Kafka), or a
+// store that failed.
+func lookupError(err error, id string) error {
+	switch {
+	case errors.Is(err, api.ErrIntentNotFound):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown task %q", id)}
+	case errors.Is(err, api.ErrLookupCatchingUp):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "this instance is still reading the results topic since its start; retry"}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be looked up; retry"}
 }

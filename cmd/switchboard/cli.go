@@ -21,6 +21,7 @@ Commands:
   serve    run the router and the HTTP/WebSocket API against a Kafka cluster
   send     publish one intent, and optionally wait for its result
   cancel   cancel a pending intent
+  lookup   print an intent's result and timeline, or its pending state, from any instance
   tail     print the records of the results, timeouts or dead-letter topic
   dlq      list the dead-letter topic, and replay records from it after a fix
   agent    run a demo agent that answers intents
@@ -47,6 +48,7 @@ var commands = []command{
 	{"serve", runServe},
 	{"send", runSend},
 	{"cancel", runCancel},
+	{"lookup", runLookup},
 	{"dlq", runDLQ},
 	{"tail", runTail},
 	{"agent", runAgent},

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -16,17 +17,19 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// resultsFeed feeds the API's view from the results, timeouts and progress
-// topics: every partition of each, no consumer group, so every instance sees
-// every result and can serve any client. Records go through an api.Feed,
-// which puts each intent's progress before its result. It is also the API's
-// History: a stream client that resumes, and an event stream's replay, read
-// the same topics.
+// resultsFeed feeds the API from the results, timeouts and progress topics
+// and the pending changelog: every partition, no consumer group, so every
+// instance sees every result and can serve any client. One reader (the
+// lookup store's Materializer) writes the store, which answers for any
+// intent, and hands what comes after the topics' ends at start to an
+// api.Feed, which puts each intent's progress before its result into
+// api.Results, the live stream. It is also the API's History: a stream
+// client that resumes, and an event stream's replay, read the same topics.
 type resultsFeed struct {
 	kafka     kafkaio.Settings
 	codec     *schemas.Codec
-	results   *api.Results
 	order     *api.Feed
+	mat       *lookup.Materializer
 	log       *slog.Logger
 	topicRes  string
 	topicTO   string
@@ -35,8 +38,28 @@ type resultsFeed struct {
 
 var _ api.History = (*resultsFeed)(nil)
 
-// run reads the topics from their ends until ctx ends (and releases the
-// results the api.Feed holds for too long meanwhile).
+// feedTopics names the topics a resultsFeed reads (Pending may be empty:
+// no pending states).
+type feedTopics struct{ Results, Timeouts, Progress, Pending string }
+
+// newResultsFeed returns the feed of order (the live stream) and store
+// from the topics.
+func newResultsFeed(kafka kafkaio.Settings, codec *schemas.Codec, log *slog.Logger, order *api.Feed, store *lookup.Store, t feedTopics) (*resultsFeed, error) {
+	mat, err := lookup.NewMaterializer(lookup.Config{
+		Results: t.Results, Timeouts: t.Timeouts, Pending: t.Pending, Progress: t.Progress,
+		Store: store, Source: kafkaSource{kafka}, Codec: codec, Live: order, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &resultsFeed{
+		kafka: kafka, codec: codec, order: order, mat: mat, log: log,
+		topicRes: t.Results, topicTO: t.Timeouts, topicProg: t.Progress,
+	}, nil
+}
+
+// run reads the topics until ctx ends (and releases the results the
+// api.Feed holds for too long meanwhile).
 func (f *resultsFeed) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -46,21 +69,21 @@ func (f *resultsFeed) run(ctx context.Context) error {
 		_ = f.order.Run(ctx) // returns nil when ctx ends
 	}()
 	defer func() { <-released }() // after cancel: Run returns at once
-	ready := func(start kafkaio.Offsets) {
-		f.order.Begin(api.Position{Results: start[f.topicRes], Timeouts: start[f.topicTO], Progress: start[f.topicProg]})
-	}
-	return kafkaio.FollowLive(ctx, f.kafka, f.topics(), ready, func(rec *router.Record) error {
-		r := f.decode(rec)
-		switch r.Stream {
-		case api.StreamResults:
-			f.order.Result(r.Partition, r.Offset, r.Result)
-		case api.StreamTimeouts:
-			f.order.Timeout(r.Partition, r.Offset, r.Timeout)
-		default:
-			f.order.Progress(r.Partition, r.Offset, r.Progress)
-		}
-		return nil
-	})
+	return f.mat.Run(ctx)
+}
+
+// kafkaSource is the lookup store's lookup.Source on Kafka.
+type kafkaSource struct{ kafka kafkaio.Settings }
+
+func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicState, error) {
+	st, err := kafkaio.DescribeTopic(ctx, k.kafka, topic)
+	return lookup.TopicState(st), err
+}
+
+func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
+	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *router.Record) error {
+		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+	}, h.EOF, h.Idle)
 }
 
 func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO, f.topicProg} }

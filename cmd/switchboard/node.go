@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/api/mcp"
 	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents/client"
@@ -33,6 +35,7 @@ type node struct {
 	codec   *schemas.Codec
 	api     *api.Server
 	results *api.Results
+	lookup  *lookup.Store // every intent's result and pending state (api/lookup)
 	feed    *resultsFeed
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
@@ -41,6 +44,8 @@ type node struct {
 	lagConn *kafkaio.LagAdmin
 	ownLag  *lag.ConsumerLag    // the router consumer's lag, fed by whichever router runs
 	traces  *telemetry.Provider // nil: tracing off (tracing.go)
+
+	dropLookup func() // deletes the lookup store's temporary directory, if it has one
 
 	instanceID string
 	router     atomic.Pointer[router.Router]
@@ -170,15 +175,27 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	if err != nil {
 		return nil, err
 	}
-	n.feed = &resultsFeed{
-		kafka: n.kafka, codec: codec, results: n.results, order: order, log: log,
-		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts, topicProg: cfg.Topics.Progress,
+	if n.lookup, n.dropLookup, err = openLookup(cfg, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !built {
+			_ = n.lookup.Close()
+			n.dropLookup()
+		}
+	}()
+	n.feed, err = newResultsFeed(n.kafka, codec, log, order, n.lookup, feedTopics{
+		Results: cfg.Topics.Results, Timeouts: cfg.Topics.Timeouts, Progress: cfg.Topics.Progress, Pending: cfg.Topics.Pending,
+	})
+	if err != nil {
+		return nil, err
 	}
 	catalog := catalogOf(cfg)
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
 		ep, err := mcp.New(mcp.Config{
 			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results},
+			Lookup:      api.NewIntentLookup(n.results, n.lookup),
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
@@ -188,7 +205,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		}
 		mcpDoor = api.WithMCP(ep)
 	}
-	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor,
+	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
@@ -202,11 +219,16 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 	return n, nil
 }
 
-// ready is the node's readiness: the router's, and, when an intent type
-// attaches context, the context store's (until it has caught up with the
-// snapshot topic, intents would be dispatched with context missing).
+// ready is the node's readiness: the router's; the lookup store's (until
+// it has read the results topic up to where it ended at the start, a
+// lookup could miss an intent); and, when an intent type attaches context,
+// the context store's (until it has caught up with the snapshot topic,
+// intents would be dispatched with context missing).
 func (n *node) ready() error {
 	if err := n.router.Load().Ready(); err != nil {
+		return err
+	}
+	if err := n.feed.mat.Ready(); err != nil {
 		return err
 	}
 	for _, it := range n.cfg.Intents {
@@ -220,12 +242,13 @@ func (n *node) ready() error {
 // run runs every part until ctx ends or one part fails, then stops them in
 // order: the API first (no new intents), then the router (it drains and
 // commits), then the results reader, the lag sampler's clients and the
-// publisher; last, the spans still batched are exported.
+// publisher; then it closes the lookup store; last, the spans still batched
+// are exported.
 func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	part := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -245,6 +268,10 @@ func (n *node) run(ctx context.Context) error {
 	wg.Wait()
 	_ = n.lagConn.Close()
 	n.pub.Close()
+	if err := n.lookup.Close(); err != nil {
+		errs <- fmt.Errorf("lookup store: %w", err)
+	}
+	n.dropLookup()
 	n.flushTraces()
 	close(errs)
 	var all []error
@@ -267,6 +294,26 @@ func (n *node) agentState(agent string) any {
 		}
 	}
 	return nil
+}
+
+// openLookup opens the lookup store in http.lookup.dir, or, when none is
+// set, in a temporary directory that drop deletes (every start then
+// rebuilds the store from the topics).
+func openLookup(cfg *config.Config, log *slog.Logger) (store *lookup.Store, drop func(), err error) {
+	dir, drop := cfg.HTTP.Lookup.Dir, func() {}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "switchboard-lookup-"); err != nil {
+			return nil, nil, fmt.Errorf("lookup store: %w", err)
+		}
+		drop = func() { _ = os.RemoveAll(dir) }
+		log.Info("http.lookup.dir is not set: the lookup store lives in a temporary directory and is rebuilt from the topics at every start", "dir", dir)
+	}
+	store, err = lookup.Open(dir, lookup.WithCacheBytes(int64(cfg.HTTP.Lookup.CacheMB)<<20), lookup.WithLogger(log))
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return store, drop, nil
 }
 
 // newLag builds the agents' lag sampler (its own admin client and reader)

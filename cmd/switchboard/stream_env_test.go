@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/api/apitest"
+	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -74,14 +75,19 @@ func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
 func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 	e.t.Helper()
 	results := api.NewResults(10_000)
+	store, err := lookup.Open(e.t.TempDir(), lookup.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	order, err := api.NewFeed(results, api.FeedConfig{Registerer: reg})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	feed := &resultsFeed{
-		kafka: e.kafka, codec: e.codec, results: results, order: order, log: slog.New(slog.DiscardHandler),
-		topicRes: e.results, topicTO: e.timeouts, topicProg: e.progress,
+	feed, err := newResultsFeed(e.kafka, e.codec, slog.New(slog.DiscardHandler), order, store,
+		feedTopics{Results: e.results, Timeouts: e.timeouts, Progress: e.progress})
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Listen: "127.0.0.1:0", SendQueue: 4096}, &apitest.Publisher{}, results,
 		api.WithHistory(feed), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithLogger(slog.New(slog.DiscardHandler)))
@@ -101,6 +107,7 @@ func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 		if err := <-done; err != nil {
 			e.t.Errorf("feed: %v", err)
 		}
+		_ = store.Close()
 	})
 	eventually(e.t, "the feed to start", func() bool { return len(results.Position().Results) == 3 })
 	return srv, results, "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/stream"

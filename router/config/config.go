@@ -267,6 +267,8 @@ type HTTP struct {
 	Auth HTTPAuth `yaml:"auth"`
 	// WebSocket is the limits of stream connections.
 	WebSocket WebSocket `yaml:"websocket"`
+	// Lookup is the store that answers for every intent (lookup.go).
+	Lookup HTTPLookup `yaml:"lookup"`
 	// MCP is the Model Context Protocol endpoint (mcp.go).
 	MCP MCP `yaml:"mcp"`
 }

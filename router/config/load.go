@@ -228,6 +228,7 @@ func (c *Config) setDefaults() {
 	defI(&c.HTTP.Results, DefaultResultsKept)
 	c.setHTTPDefaults()
 	c.setBudgetDefaults()
+	c.setLookupDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -389,6 +390,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	c.validatePressure(add)
 	c.validateBudget(add)
 	c.validateContexts(add)
+	c.validateLookup(add)
 	c.validateProgress(add)
 	c.validateTelemetry(add)
 	switch c.Log.Level {

@@ -1,0 +1,124 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/switchboard-mcp/switchboard/router"
+)
+
+// TopicState is a topic's id and, per partition, its first offset and the
+// end a read_committed reader reads up to (the last stable offset).
+type TopicState struct {
+	ID   string // "" if the cluster does not say (no topic ids)
+	Low  []int64
+	High []int64
+}
+
+// DescribeTopic returns topic's state. It is what the API's lookup store
+// checks, on start, against the topic it was built from, and reads its
+// expiry from.
+func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, error) {
+	c, err := newReader(s, "describe", false, nil)
+	if err != nil {
+		return TopicState{}, err
+	}
+	defer func() { _ = c.Close() }()
+	tps, err := tryStartOffsets(c, topic, true)
+	if err != nil {
+		return TopicState{}, fmt.Errorf("kafkaio: %w", err)
+	}
+	n := len(offsetsOf(tps))
+	st := TopicState{Low: make([]int64, n), High: make([]int64, n)}
+	for _, tp := range tps {
+		if err := ctx.Err(); err != nil {
+			return TopicState{}, err
+		}
+		// On this read_committed consumer "high" is the last stable
+		// offset (see tryStartOffsets).
+		low, high, err := c.QueryWatermarkOffsets(topic, tp.Partition, 5000)
+		if err != nil {
+			return TopicState{}, fmt.Errorf("kafkaio: reading the offsets of %s[%d]: %w", topic, tp.Partition, err)
+		}
+		st.Low[tp.Partition], st.High[tp.Partition] = low, high
+	}
+	st.ID = topicID(ctx, c, topic)
+	return st, nil
+}
+
+// topicID returns topic's id, or "" when the cluster cannot say (an old
+// broker, an embedded one): callers then tell a recreated topic by its
+// offsets alone.
+func topicID(ctx context.Context, c *kafka.Consumer, topic string) string {
+	a, err := kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		return ""
+	}
+	defer a.Close()
+	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
+	if err != nil || len(res.TopicDescriptions) != 1 || res.TopicDescriptions[0].Error.Code() != kafka.ErrNoError {
+		return ""
+	}
+	id := res.TopicDescriptions[0].TopicID
+	if id.GetMostSignificantBits() == 0 && id.GetLeastSignificantBits() == 0 {
+		return ""
+	}
+	return id.String()
+}
+
+// FollowFrom reads, without joining a consumer group, every partition in
+// from, each from its offset there (a negative one: from the partition's
+// first offset, as also where the offset is no longer held), committed
+// records only, until ctx ends (it then returns nil) or a callback returns
+// an error. From one goroutine, it calls onRecord for each record (in order
+// within a partition), onEOF when a partition has been read to its end,
+// and onIdle when no record came for 20 ms.
+func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*router.Record) error,
+	onEOF func(topic string, partition int32) error, onIdle func() error,
+) error {
+	c, err := newReader(s, "follow", true, kafka.ConfigMap{"auto.offset.reset": "earliest"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	var assign []kafka.TopicPartition
+	for topic, offs := range from {
+		for p, off := range offs {
+			t := topic
+			o := kafka.Offset(off)
+			if off < 0 {
+				o = kafka.OffsetBeginning
+			}
+			assign = append(assign, kafka.TopicPartition{Topic: &t, Partition: int32(p), Offset: o})
+		}
+	}
+	if err := c.Assign(assign); err != nil {
+		return fmt.Errorf("kafkaio: assigning %d partitions: %w", len(assign), err)
+	}
+	for ctx.Err() == nil {
+		switch e := c.Poll(20).(type) {
+		case nil:
+			if err := onIdle(); err != nil {
+				return err
+			}
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				continue
+			}
+			if err := onRecord(recordOf(e)); err != nil {
+				return err
+			}
+		case kafka.PartitionEOF:
+			if err := onEOF(*e.Topic, e.Partition); err != nil {
+				return err
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("kafkaio: following %d partitions: %w", len(assign), e)
+			}
+		}
+	}
+	return nil
+}
