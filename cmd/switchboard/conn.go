@@ -25,7 +25,7 @@ func connFlags(fs *flag.FlagSet) *conn {
 	return &conn{
 		config:   fs.String("config", "", "read brokers, topics and registry from this YAML `file`"),
 		brokers:  fs.String("brokers", "", "Kafka bootstrap `servers` (default: the config's, else $SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS, else localhost:9092)"),
-		registry: fs.String("registry", "", "Schema Registry `URL` for reading Avro records (default: the config's, else http://"+defaultRegistry+")"),
+		registry: fs.String("registry", "", "the Schema Registry `URL`: Avro records are read through it, and written through it when the config names a registry (default: the config's schema_registry.url, else http://"+defaultRegistry+", where 'switchboard dev' serves one)"),
 	}
 }
 

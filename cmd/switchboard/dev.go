@@ -43,7 +43,7 @@ deploy/examples/switchboard.yaml.
 The API runs without authentication (any caller, every tenant's results),
 and says so; --auth enforces the config's http.auth instead, to try API keys
 and JWTs locally.`, `  switchboard dev
-  switchboard dev --kafka-port 19092 --http 127.0.0.1:18080`, stderr)
+  switchboard dev --kafka-port 19092 --registry 127.0.0.1:18081 --http 127.0.0.1:18080`, stderr)
 	path := fs.String("config", "", "a YAML configuration `file` (default: the built-in example)")
 	kafkaPort := fs.Int("kafka-port", 9092, "the embedded broker's `port` on 127.0.0.1 (0 picks a free one)")
 	registry := fs.String("registry", "127.0.0.1:8081", "the schema registry's listen `address`; empty for none (then records are JSON)")
@@ -75,8 +75,11 @@ and JWTs locally.`, `  switchboard dev
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 
 	cluster, err := embedded.Start(embedded.Options{KafkaPort: *kafkaPort, Registry: *registry != "", RegistryAddr: *registry})
-	if err != nil {
-		return fmt.Errorf("%w (is another 'switchboard dev' or a Kafka broker running? try --kafka-port 0)", err)
+	switch {
+	case errors.Is(err, embedded.ErrRegistryListen):
+		return fmt.Errorf("%w (is another 'switchboard dev' or a schema registry running? move it with --registry 127.0.0.1:0, or --registry '' for none)", err)
+	case err != nil:
+		return fmt.Errorf("%w (is another 'switchboard dev' or a Kafka broker running? move it with --kafka-port 0)", err)
 	}
 	defer cluster.Close()
 	cfg.Kafka.BootstrapServers = cluster.Bootstrap()

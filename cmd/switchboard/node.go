@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,7 +224,10 @@ func (n *node) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				errs <- fmt.Errorf("%s: %w", name, err)
+				if !strings.HasPrefix(err.Error(), name+": ") { // the api's errors already say "api: "
+					err = fmt.Errorf("%s: %w", name, err)
+				}
+				errs <- err
 				cancel()
 			}
 		}()

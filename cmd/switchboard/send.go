@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -26,7 +28,7 @@ the result.`, `  switchboard send --type echo --payload '{"q":1}' --wait 5s
   switchboard send --type fraud_check --payload '{"amount":1}' --context-ref user-1 --wait 5s
   switchboard send --config prod.yaml --type summarize --payload @doc.json --session s-42`, stderr)
 	typ := fs.String("type", "", "the intent `type` (required)")
-	payload := fs.String("payload", "{}", "the payload, a JSON `document`")
+	payload := fs.String("payload", "{}", "the payload, a JSON `document`, or @FILE to read it from a file (@- for stdin)")
 	id := fs.String("id", "", "the intent `id` (default: a new UUIDv7)")
 	contextRef := fs.String("context-ref", "", "the `entity` id whose context the intent concerns (also its fallback cache key)")
 	session := fs.String("session", "", "a session `id` to group intents by")
@@ -54,7 +56,11 @@ the result.`, `  switchboard send --type echo --payload '{"q":1}' --wait 5s
 	if err != nil {
 		return err
 	}
-	req := &schemas.IntentRequest{IntentID: *id, IntentType: *typ, Payload: schemas.JSON(*payload)}
+	body, err := payloadArg(*payload, os.Stdin)
+	if err != nil {
+		return err
+	}
+	req := &schemas.IntentRequest{IntentID: *id, IntentType: *typ, Payload: schemas.JSON(body)}
 	if req.IntentID == "" {
 		req.IntentID = intents.NewID()
 	}
@@ -131,6 +137,25 @@ func progressLine(p *schemas.IntentProgress) string {
 		fmt.Fprintf(&b, " %s", *p.Partial)
 	}
 	return b.String()
+}
+
+// payloadArg is --payload: the JSON itself, or @FILE (@- for stdin), as the
+// help says and as curl does.
+func payloadArg(v string, stdin io.Reader) ([]byte, error) {
+	if !strings.HasPrefix(v, "@") {
+		return []byte(v), nil
+	}
+	var b []byte
+	var err error
+	if v == "@-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(v[1:])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--payload %s: %w", v, err)
+	}
+	return bytes.TrimSpace(b), nil
 }
 
 func flagOf(field string) string {

@@ -32,6 +32,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		return err
 	}
 	if *path == "" {
+		fmt.Fprintln(stderr, "--config is required: the YAML file naming the Kafka cluster, topics, agents and intent types (deploy/examples/switchboard.yaml is one)")
 		fs.Usage()
 		return errUsage
 	}
