@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/embedded"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 )
 
 // runCLI runs the binary's entry point with args and returns its exit code,
@@ -115,4 +121,111 @@ func TestDevAPIListenErrorSaysAPIOnce(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "api: listen on "+busy) || strings.Contains(errOut, "api: api:") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// TestCLIHelperProcess is not a test: it is the switchboard binary when
+// another test runs this test binary with SWITCHBOARD_CLI_HELPER=1, so that
+// the other test sees what reaches the process's real stderr (librdkafka
+// writes its log lines there, not to run's writer).
+func TestCLIHelperProcess(t *testing.T) {
+	if os.Getenv("SWITCHBOARD_CLI_HELPER") != "1" {
+		return
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
+}
+
+// runProcess runs the CLI as a process and returns its exit code and its
+// whole stderr.
+func runProcess(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestCLIHelperProcess$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_CLI_HELPER=1")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), errOut.String()
+}
+
+// Issue 14: send to a stopped broker took 35 s and printed librdkafka's
+// connection errors; it now fails after --publish-timeout with one line.
+func TestSendToAStoppedBrokerFailsFastInOneLine(t *testing.T) {
+	broker := closedAddr(t)
+	code, errOut := runProcess(t, "send", "--brokers", broker, "--type", "echo", "--publish-timeout", "1s")
+	want := "switchboard send: nothing published: the broker at " + broker + " did not acknowledge the intent within 1s (--publish-timeout): is Kafka running there?"
+	if code != 1 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d, stderr:\n%s\nwant one line starting %q", code, errOut, want)
+	}
+}
+
+// Issue 14: send --wait said "is the router running? try tail dlq" whatever
+// went wrong. Each cause now has its own message.
+func TestSendWaitSaysWhatWentWrong(t *testing.T) {
+	t.Run("broker down", func(t *testing.T) {
+		broker := closedAddr(t)
+		code, _, errOut := runCLI(t, "send", "--brokers", broker, "--type", "echo", "--wait", "2s")
+		if code != 1 || !strings.Contains(errOut, "nothing published: could not read mcp.intent.result at "+broker+" within 2s: is Kafka running there?") || strings.Contains(errOut, "router") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("no router", func(t *testing.T) {
+		cluster, err := embedded.Start(embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cluster.Close()
+		cfg, err := config.Parse("t", []byte("agents: {a: {}}\nintents: {a: {agent: a}}\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Kafka.BootstrapServers = cluster.Bootstrap()
+		if _, err := kafkaio.EnsureTopics(context.Background(), settingsOf(cfg, "t"), cfg.TopicPlans(), true); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runCLI(t, "send", "--brokers", cluster.Bootstrap(), "--type", "echo", "--wait", "2s")
+		if code != 1 || !regexp.MustCompile(`intent \S+ published, but no result within 2s \(is the router running\?`).MatchString(errOut) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("registry unreachable", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var banner, devErr syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"dev", "--kafka-port", "0", "--registry", "127.0.0.1:0", "--http", "127.0.0.1:0"}, &banner, &devErr)
+		}()
+		defer func() { cancel(); <-done }()
+		eventually(t, "the dev banner", func() bool { return strings.Contains(banner.String(), "Stop with Ctrl-C") })
+		brokers := regexp.MustCompile(`--brokers (\S+)`).FindStringSubmatch(banner.String())
+		if brokers == nil {
+			t.Fatalf("banner lacks --brokers:\n%s", banner.String())
+		}
+		reg := "http://" + closedAddr(t)
+		code, _, errOut := runCLI(t, "send", "--brokers", brokers[1], "--registry", reg, "--type", "echo", "--wait", "30s")
+		if code != 1 || !regexp.MustCompile(`the result of intent \S+ arrived but could not be decoded \(the router answered; check the schema registry at `+regexp.QuoteMeta(reg)).MatchString(errOut) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
 }
