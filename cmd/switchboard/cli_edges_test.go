@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
@@ -228,4 +229,68 @@ func TestSendWaitSaysWhatWentWrong(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 	})
+}
+
+// Issue 14: tail retried silently forever when it could not read; it says
+// so once, and --give-up makes it exit.
+func TestTailSaysOnceItCannotRead(t *testing.T) {
+	defer func(d time.Duration) { tailNoticeAfter = d }(tailNoticeAfter)
+	tailNoticeAfter = 100 * time.Millisecond
+	broker := closedAddr(t)
+	code, _, errOut := runCLI(t, "tail", "--brokers", broker, "--give-up", "3s")
+	what := "cannot read mcp.intent.result at " + broker + " (is Kafka running there, and does the topic exist?)"
+	if code != 1 || strings.Count(errOut, what+"; still trying, up to 3s (--give-up)\n") != 1 ||
+		!strings.Contains(errOut, "switchboard tail: gave up after 3s: "+what) {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// Issue 14: tail printed binary keys and values raw, escape sequences
+// included.
+func TestTailPrintsBinarySafely(t *testing.T) {
+	cluster, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	s := kafkaio.Settings{Bootstrap: cluster.Bootstrap(), Properties: map[string]string{"log_level": "2"}}
+	plan := config.TopicPlan{Name: "raw.bytes", Role: "test", Partitions: 1, ReplicationFactor: 1, RetentionMs: 3600000, MaxMessageBytes: 1 << 20}
+	if _, err := kafkaio.EnsureTopics(context.Background(), s, []config.TopicPlan{plan}, true); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kafkaio.NewProducer(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := p.Send(ctx, "raw.bytes", []byte("k\x07"), []byte("\x00\x00\x00\x00\x01\x1b[31mred\xff"), nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close(5 * time.Second)
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"tail", "--brokers", cluster.Bootstrap(), "--topic", "raw.bytes", "--from-beginning"}, &out, &errOut)
+	}()
+	eventually(t, "the record", func() bool { return strings.Contains(out.String(), "red") })
+	cancel()
+	<-done
+	if got := out.String(); strings.ContainsAny(got, "\x00\x07\x1b\xff") || !strings.Contains(got, `"k\a"`) || !strings.Contains(got, `"\x00\x00\x00\x00\x01\x1b[31mred\xff"`) {
+		t.Fatalf("tail printed %q", got)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":"é"}`:   `{"a":"é"}`,
+		"two\nlines":  "two\nlines",
+		"\x00avro":    `"\x00avro"`,
+		"bad \xff":    `"bad \xff"`,
+		"esc \x1b[2J": `"esc \x1b[2J"`,
+	} {
+		if got := printable([]byte(in)); got != want {
+			t.Errorf("printable(%q) = %s, want %s", in, got, want)
+		}
+	}
 }
