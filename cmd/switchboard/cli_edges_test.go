@@ -294,3 +294,19 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14: serve with no broker said "Broker transport failure" and no more.
+func TestServeWithNoBrokerSaysWhereToLook(t *testing.T) {
+	broker := closedAddr(t)
+	path := filepath.Join(t.TempDir(), "sb.yaml")
+	yaml := "kafka:\n  bootstrap_servers: " + broker + "\nhttp:\n  listen: 127.0.0.1:0\n  auth:\n    mode: off\nagents: {a: {}}\nintents: {a: {agent: a}}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(config.EnvBootstrap, "")
+	code, _, errOut := runCLI(t, "serve", "--config", path, "--insecure-no-auth")
+	want := "(no Kafka broker answered at " + broker + ", named by kafka.bootstrap_servers of " + path + " or " + config.EnvBootstrap + ": is Kafka running there? 'make kafka-up' starts one"
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
+	}
+}
