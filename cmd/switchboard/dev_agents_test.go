@@ -94,7 +94,9 @@ func TestDevLeavesDemoFalseAgentsToTheUser(t *testing.T) {
 			t.Logf("dev's stderr:\n%s", devErr.String())
 		}
 	}()
-	eventually(t, "the dev banner", func() bool { return strings.Contains(banner.String(), "Stop with Ctrl-C") || strings.Contains(devErr.String(), "switchboard dev:") })
+	eventually(t, "the dev banner", func() bool {
+		return strings.Contains(banner.String(), "Stop with Ctrl-C") || strings.Contains(devErr.String(), "switchboard dev:")
+	})
 	b := banner.String()
 	for _, want := range []string{
 		"(dev's own; http://registry.example:8081, named by the config or SWITCHBOARD_SCHEMA_REGISTRY_URL, is ignored)",
@@ -115,7 +117,7 @@ func TestDevLeavesDemoFalseAgentsToTheUser(t *testing.T) {
 	}
 }
 
-// With --registry '' dev has no registry, and an avro agent is refused even
+// With --registry ” dev has no registry, and an avro agent is refused even
 // when the file names a registry (dev would not use it).
 func TestDevWithoutRegistryRefusesAvro(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sb.yaml")
