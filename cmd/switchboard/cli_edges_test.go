@@ -276,7 +276,7 @@ func TestTailPrintsBinarySafely(t *testing.T) {
 	eventually(t, "the record", func() bool { return strings.Contains(out.String(), "red") })
 	cancel()
 	<-done
-	if got := out.String(); strings.ContainsAny(got, "\x00\x07\x1b\xff") || !strings.Contains(got, `"k\a"`) || !strings.Contains(got, `"\x00\x00\x00\x00\x01\x1b[31mred\xff"`) {
+	if got := out.String(); strings.ContainsAny(got, "\x00\x07\x1b") || strings.Contains(got, "\xff") || !strings.Contains(got, `"k\a"`) || !strings.Contains(got, `"\x00\x00\x00\x00\x01\x1b[31mred\xff"`) {
 		t.Fatalf("tail printed %q", got)
 	}
 }
