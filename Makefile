@@ -1,6 +1,6 @@
-# Switchboard's build, tests and lint. `make check` is the one test command: unit tests,
-# then integration tests against a real Apache Kafka (deploy/kafka/kafka.sh starts one
-# unless KAFKA_BOOTSTRAP names a running cluster).
+# Switchboard's build, tests and lint. `make check` is the one test command: set-up of what
+# is missing (.ci/setup), unit tests, then integration tests against a real Apache Kafka
+# (deploy/kafka/kafka.sh starts one unless KAFKA_BOOTSTRAP names a running cluster).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -24,12 +24,26 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check examples-check
+.PHONY: all build dev setup test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check examples-check
 
 all: build
 
 build:
 	$(GO) build -o bin/switchboard ./cmd/switchboard
+
+# The README's first command. `go run` prints nothing while it compiles (the first build,
+# librdkafka's Go client included, takes about a minute), so this says so first.
+# DEV_FLAGS are passed on: make dev DEV_FLAGS='--agents echo'.
+DEV_FLAGS ?=
+dev:
+	@echo "dev: building bin/switchboard (the first build takes a minute or more; later ones a few seconds)..."
+	@$(GO) build -o bin/switchboard ./cmd/switchboard
+	bin/switchboard dev $(DEV_FLAGS)
+
+# What make check needs on a Debian machine, installed only where missing (.ci/setup says
+# in one line what it installs; apt-get runs under sudo when not root).
+setup:
+	.ci/setup
 
 test:
 	$(GO) test -race -shuffle=on -count=1 ./...
@@ -55,7 +69,7 @@ test-integration:
 	echo "test-integration: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP"; \
 	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
-check: test rules-test test-integration mcp-check examples-check
+check: setup test rules-test test-integration mcp-check examples-check
 
 # The Prometheus config and alert rules (deploy/prometheus): promtool check, then the rules'
 # unit tests. Without promtool it says so and passes, except in CI (CI set), where it fails:

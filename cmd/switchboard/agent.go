@@ -26,7 +26,7 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 	topic := fs.String("topic", "", "the `topic` to read requests from (default: the config's, else mcp.agent.<name>.request)")
 	delay := fs.Duration("delay", 0, "how long each answer takes")
 	errorRate := fs.Float64("error-rate", 0, "the `fraction` of intents to fail, 0 to 1")
-	concurrency := fs.Int("concurrency", 64, "intents served at `once`")
+	concurrency := fs.Int("concurrency", 64, "how many intents it serves at once (a `number`)")
 	writer := fs.Bool("writer", false, "be the writer demo agent: stream the answer word by word as progress")
 	c := connFlags(fs)
 	if err := parse(fs, args); err != nil {

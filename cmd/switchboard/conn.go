@@ -25,7 +25,7 @@ func connFlags(fs *flag.FlagSet) *conn {
 	return &conn{
 		config:   fs.String("config", "", "read brokers, topics and registry from this YAML `file`"),
 		brokers:  fs.String("brokers", "", "Kafka bootstrap `servers` (default: the config's, else $SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS, else localhost:9092)"),
-		registry: fs.String("registry", "", "Schema Registry `URL` for reading Avro records (default: the config's, else http://"+defaultRegistry+")"),
+		registry: fs.String("registry", "", "the Schema Registry `URL`: Avro records are read through it, and written through it when the config names a registry (default: the config's schema_registry.url, else http://"+defaultRegistry+", where 'switchboard dev' serves one)"),
 	}
 }
 
@@ -54,12 +54,9 @@ func (c *conn) load() (*config.Config, error) {
 // --registry, else of the config, else the default; it writes Avro only when
 // the config names a registry, JSON otherwise (the router reads both).
 func (c *conn) codec(cfg *config.Config) (*schemas.Codec, error) {
-	url, write := cfg.SchemaRegistry.URL, schemas.EncodingAvro
-	if url == "" {
-		url, write = "http://"+defaultRegistry, schemas.EncodingJSON
-	}
-	if *c.registry != "" {
-		url = *c.registry
+	url, write := c.registryURL(cfg), schemas.EncodingAvro
+	if cfg.SchemaRegistry.URL == "" {
+		write = schemas.EncodingJSON
 	}
 	var opts []schemas.RegistryOption
 	if cfg.SchemaRegistry.Username != "" {
@@ -72,6 +69,37 @@ func (c *conn) codec(cfg *config.Config) (*schemas.Codec, error) {
 	return schemas.NewCodec(schemas.WithRegistry(reg), schemas.WithDefaultEncoding(write))
 }
 
+// settings are the Kafka settings of a command-line tool's clients. They
+// keep librdkafka's own log lines (level 3 and above: "Connect to … failed",
+// one every second) off the terminal: the tools say in one line what went
+// wrong. kafka.properties' log_level, when set, wins.
+// registryURL is the registry the tools read Avro records through: --registry,
+// else the config's, else the default.
+func (c *conn) registryURL(cfg *config.Config) string {
+	switch {
+	case *c.registry != "":
+		return *c.registry
+	case cfg.SchemaRegistry.URL != "":
+		return cfg.SchemaRegistry.URL
+	}
+	return "http://" + defaultRegistry
+}
+
 func (c *conn) settings(cfg *config.Config, clientID string) kafkaio.Settings {
-	return settingsOf(cfg, clientID)
+	s := settingsOf(cfg, clientID)
+	s.Properties = withDefaults(s.Properties, map[string]string{"log_level": "2"})
+	return s
+}
+
+// withDefaults is props with defs added where props does not set them; props
+// itself is not changed.
+func withDefaults(props, defs map[string]string) map[string]string {
+	out := make(map[string]string, len(props)+len(defs))
+	for k, v := range defs {
+		out[k] = v
+	}
+	for k, v := range props {
+		out[k] = v
+	}
+	return out
 }

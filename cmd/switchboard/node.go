@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,7 +255,10 @@ func (n *node) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				errs <- fmt.Errorf("%s: %w", name, err)
+				if !strings.HasPrefix(err.Error(), name+": ") { // the api's errors already say "api: "
+					err = fmt.Errorf("%s: %w", name, err)
+				}
+				errs <- err
 				cancel()
 			}
 		}()

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 )
@@ -32,6 +34,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		return err
 	}
 	if *path == "" {
+		fmt.Fprintln(stderr, "--config is required: the YAML file naming the Kafka cluster, topics, agents and intent types (deploy/examples/switchboard.yaml is one)")
 		fs.Usage()
 		return errUsage
 	}
@@ -66,6 +69,21 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	return n.run(ctx)
 }
 
+// brokerHint adds to an error meaning that no broker answered where to look
+// and how to start one.
+func brokerHint(err error, cfg *config.Config) error {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return err
+	}
+	switch kerr.Code() {
+	case kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrTimedOut, kafka.ErrResolve:
+		return fmt.Errorf("%w (no Kafka broker answered at %s, named by kafka.bootstrap_servers of %s or %s: is Kafka running there? 'make kafka-up' starts one on 127.0.0.1:9092; 'switchboard dev' needs none)",
+			err, cfg.Kafka.BootstrapServers, cfg.File(), config.EnvBootstrap)
+	}
+	return err
+}
+
 // checkTopicsAtStart refuses to start without the topics the config uses
 // (creating them first with topics.auto_create), or when the requests and
 // responses topics do not have the configured partition count (the router
@@ -75,7 +93,7 @@ func checkTopicsAtStart(ctx context.Context, cfg *config.Config, log *slog.Logge
 	defer cancel()
 	reports, err := kafkaio.EnsureTopics(ctx, settingsOf(cfg, "switchboard-topics"), cfg.TopicPlans(), cfg.Topics.AutoCreate)
 	if err != nil {
-		return err
+		return brokerHint(err, cfg)
 	}
 	var missing []string
 	for _, r := range reports {

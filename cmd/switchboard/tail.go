@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
@@ -18,11 +22,17 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 Print the records of the results, timeouts, progress or dead-letter topic as they
 arrive, one line each, until Ctrl-C. Every partition is read, without joining
 a consumer group. With --json each line is the record as JSON (dead letters
-as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic results
-  switchboard tail --topic dlq --from-beginning --json`, stderr)
+as {"headers": {...}, "key": ..., "value": ...}). Keys and values that are
+not printable text (Avro, say) are printed Go-quoted, control bytes escaped.
+
+While the broker cannot be reached or the topic does not exist yet, it keeps
+trying, and says so once; --give-up makes it exit instead.`, `  switchboard tail --topic results
+  switchboard tail --topic dlq --from-beginning --json
+  switchboard tail --topic timeouts --give-up 30s`, stderr)
 	topic := fs.String("topic", "results", "`results`, timeouts, progress, dlq, or a topic name")
 	fromBeginning := fs.Bool("from-beginning", false, "start at the beginning of the topic, not its end")
 	asJSON := fs.Bool("json", false, "print each record as one JSON line")
+	giveUp := fs.Duration("give-up", 0, "exit when the topic cannot be read for this `duration` (default: keep trying)")
 	c := connFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -58,8 +68,9 @@ as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic 
 		}
 	}
 	enc := json.NewEncoder(stdout)
-	return kafkaio.Tail(ctx, c.settings(cfg, "switchboard-tail"), name, *fromBeginning, func() {
-		fmt.Fprintf(stderr, "reading %s from %s at %s (Ctrl-C to stop)\n", name, map[bool]string{true: "the beginning", false: "the end"}[*fromBeginning], cfg.Kafka.BootstrapServers)
+	w := startWatch(ctx, stderr, *giveUp, fmt.Sprintf("cannot read %s at %s (is Kafka running there, and does the topic exist?)", name, cfg.Kafka.BootstrapServers))
+	err = kafkaio.Tail(w.ctx, c.settings(cfg, "switchboard-tail"), name, *fromBeginning, func() {
+		w.reading(fmt.Sprintf("reading %s from %s at %s (Ctrl-C to stop)", name, map[bool]string{true: "the beginning", false: "the end"}[*fromBeginning], cfg.Kafka.BootstrapServers))
 	}, func(rec *router.Record) error {
 		switch kind {
 		case "results":
@@ -108,12 +119,16 @@ as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic 
 			}
 			_, err := fmt.Fprintf(stdout, "%s  %s[%s]@%s  %s: %s\n    value: %s\n", stamp(rec),
 				h[router.HeaderOriginalTopic], h[router.HeaderOriginalPartition], h[router.HeaderOriginalOffset],
-				h[router.HeaderErrorClass], h[router.HeaderErrorMessage], clip(string(rec.Value), 200))
+				h[router.HeaderErrorClass], h[router.HeaderErrorMessage], clip(printable(rec.Value), 200))
 			return err
 		default:
 			return printRaw(stdout, rec, nil)
 		}
 	})
+	if w.stop() {
+		return fmt.Errorf("gave up after %s: %s", *giveUp, w.what)
+	}
+	return err
 }
 
 func printRaw(w io.Writer, rec *router.Record, err error) error {
@@ -121,12 +136,100 @@ func printRaw(w io.Writer, rec *router.Record, err error) error {
 	if err != nil {
 		note = "  (" + err.Error() + ")"
 	}
-	_, werr := fmt.Fprintf(w, "%s  [%d]@%d  %s  %s%s\n", stamp(rec), rec.Partition, rec.Offset, rec.Key, clip(string(rec.Value), 200), note)
+	_, werr := fmt.Fprintf(w, "%s  [%d]@%d  %s  %s%s\n", stamp(rec), rec.Partition, rec.Offset, printable(rec.Key), clip(printable(rec.Value), 200), note)
 	return werr
 }
 
 func stamp(rec *router.Record) string {
 	return time.UnixMilli(rec.TimestampMs).Format("15:04:05.000")
+}
+
+// printable is b as text when it is printable UTF-8 text, else Go-quoted
+// (control bytes and invalid UTF-8 escaped): a binary record must not write
+// escape sequences to the terminal.
+func printable(b []byte) string {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' && r != '\n' && r != '\t' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// tailWatch says once, on stderr, that the topic cannot be read yet (after
+// tailNoticeAfter), and ends ctx after giveUp (0: never).
+type tailWatch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	what   string
+	mu     sync.Mutex
+	w      io.Writer
+	ok     bool // reading
+	gaveUp bool
+	done   chan struct{}
+}
+
+// tailNoticeAfter is how long tail tries before saying it cannot read yet.
+var tailNoticeAfter = 5 * time.Second
+
+func startWatch(ctx context.Context, w io.Writer, giveUp time.Duration, what string) *tailWatch {
+	t := &tailWatch{what: what, w: w, done: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(t.done)
+		notice := time.NewTimer(tailNoticeAfter)
+		defer notice.Stop()
+		var expire <-chan time.Time
+		if giveUp > 0 {
+			g := time.NewTimer(giveUp)
+			defer g.Stop()
+			expire = g.C
+		}
+		for {
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-notice.C:
+				t.mu.Lock()
+				if !t.ok {
+					hint := "still trying; Ctrl-C to stop, or --give-up DURATION to exit instead"
+					if giveUp > 0 {
+						hint = fmt.Sprintf("still trying, up to %s (--give-up)", giveUp)
+					}
+					fmt.Fprintf(t.w, "%s; %s\n", what, hint)
+				}
+				t.mu.Unlock()
+			case <-expire:
+				t.mu.Lock()
+				if !t.ok {
+					t.gaveUp = true
+					t.cancel()
+				}
+				t.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return t
+}
+
+// reading says the topic is being read: no notice, no giving up from now on.
+func (t *tailWatch) reading(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ok = true
+	fmt.Fprintln(t.w, line)
+}
+
+// stop ends the watch and reports whether it gave up.
+func (t *tailWatch) stop() bool {
+	t.cancel()
+	<-t.done
+	return t.gaveUp
 }
 
 func clip(s string, n int) string {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
@@ -52,7 +53,10 @@ func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resul
 			onProgress(&p)
 		} else if res == nil {
 			var r schemas.IntentResult
-			if codec.Decode(rec.Value, &r) != nil || r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
+			if err := codec.Decode(rec.Value, &r); err != nil {
+				return fmt.Errorf("%w: %w", ErrUndecodableResult, err)
+			}
+			if r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
 				return nil
 			}
 			res = &r

@@ -82,6 +82,11 @@ func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
 // ErrNoResult is returned by Await when ctx ends before the result arrives.
 var ErrNoResult = errors.New("client: no result before the deadline")
 
+// ErrUndecodableResult is returned by Await and Follow when the intent's
+// result arrived (a record under its key) but could not be decoded: most
+// often an Avro record whose schema the registry could not give.
+var ErrUndecodableResult = errors.New("client: the result arrived but could not be decoded")
+
 // Await reads the results topic from its current end, calls publish once it
 // is reading (so the result cannot be missed), and returns the result of the
 // intent (tenant, intentID), tenant "" for an intent without one: another
@@ -105,7 +110,10 @@ func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, result
 			return nil
 		}
 		var r schemas.IntentResult
-		if err := codec.Decode(rec.Value, &r); err != nil || r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
+		if err := codec.Decode(rec.Value, &r); err != nil {
+			return fmt.Errorf("%w: %w", ErrUndecodableResult, err)
+		}
+		if r.IntentID != intentID || intents.TenantOf(r.Tenant) != tenant {
 			return nil
 		}
 		res = &r

@@ -121,9 +121,17 @@ type Agent struct {
 	// CircuitBreaker stops dispatching to an agent that keeps failing. Nil:
 	// no breaker.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
+	// Demo says whether 'switchboard dev' runs a demo agent for this agent.
+	// Nil: it does. False leaves the agent's topic to the user's own agent,
+	// which the demo would otherwise answer for. serve ignores it.
+	Demo *bool `yaml:"demo"`
 
 	Name string `yaml:"-"`
 }
+
+// RunsDemo reports whether 'switchboard dev' runs a demo agent for a: unless
+// demo: false.
+func (a *Agent) RunsDemo() bool { return a.Demo == nil || *a.Demo }
 
 // IntentType is the route, timeout and fallback of one intent type.
 type IntentType struct {

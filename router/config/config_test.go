@@ -137,3 +137,18 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Issue 14: demo: false on an agent keeps 'switchboard dev' from answering in
+// the user's agent's place; absent, dev runs its demo agent.
+func TestAgentDemo(t *testing.T) {
+	c, err := parse(t, "agents:\n  mine: {demo: false}\n  echo: {}\n  other: {demo: true}\nintents: {e: {agent: echo}, m: {agent: mine}, o: {agent: other}}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agents["mine"].RunsDemo() || !c.Agents["echo"].RunsDemo() || !c.Agents["other"].RunsDemo() {
+		t.Fatalf("RunsDemo: mine %v, echo %v, other %v", c.Agents["mine"].RunsDemo(), c.Agents["echo"].RunsDemo(), c.Agents["other"].RunsDemo())
+	}
+	if _, err := parse(t, "agents:\n  a: {demo: maybe}\nintents: {e: {agent: a}}\n", nil); err == nil || !strings.Contains(err.Error(), "sb.yaml:2: agents.a.demo") {
+		t.Fatalf("demo: maybe: %v", err)
+	}
+}

@@ -48,7 +48,7 @@ func Start(opts Options) (*Cluster, error) {
 	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(opts.KafkaPort), kfake.ClusterID("switchboard-dev")}
 	kc, err := kfake.NewCluster(kopts...)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: starting the broker on 127.0.0.1:%d: %w", opts.KafkaPort, err)
+		return nil, fmt.Errorf("%w on 127.0.0.1:%d: %w", ErrBrokerListen, opts.KafkaPort, err)
 	}
 	c := &Cluster{kafka: kc, done: make(chan struct{})}
 	if !opts.Registry {
@@ -62,7 +62,7 @@ func Start(opts Options) (*Cluster, error) {
 	c.ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		kc.Close()
-		return nil, fmt.Errorf("embedded: starting the schema registry on %s: %w", addr, err)
+		return nil, fmt.Errorf("%w on %s: %w", ErrRegistryListen, addr, err)
 	}
 	c.reg = srfake.NewRegistry()
 	c.srv = &http.Server{Handler: c.reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
