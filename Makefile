@@ -24,7 +24,7 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check
+.PHONY: all build test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check secure-check drill
 
 all: build
 
@@ -77,6 +77,21 @@ mcp-check: build
 # Only the chaos test, against the broker test-integration would use.
 chaos:
 	$(MAKE) test-integration INTEGRATION_RUN=TestChaosExactlyOnce
+
+# The secured cluster test (issue 21): kafka.sh cluster up --secure (three nodes, SASL_SSL,
+# SCRAM-SHA-512, ACLs; SECURE_KAFKA_PORT and the five ports after it), then
+# TestSecureClusterApacheKafka (serve, an agent and send on the least ACLs; refusals),
+# then the cluster is stopped and purged whatever the test did.
+SECURE_KAFKA_PORT ?= 19192
+secure-check:
+	@export KAFKA_PORT=$(SECURE_KAFKA_PORT) SWITCHBOARD_KAFKA_DIR=/tmp/switchboard-kafka-secure-$(SECURE_KAFKA_PORT); \
+	trap '$(KAFKA_SH) cluster down --purge >/dev/null 2>&1 || true' EXIT; \
+	trap 'exit 130' INT TERM; \
+	$(KAFKA_SH) cluster down --purge >/dev/null 2>&1 || true; \
+	env=$$($(KAFKA_SH) cluster up --secure); set -a; eval "$$env"; set +a; \
+	echo "secure-check: KAFKA_BOOTSTRAP=$$KAFKA_BOOTSTRAP (SASL_SSL, ACLs on)"; \
+	run=( $(GO) test -v -race -count=1 -timeout 15m -tags integration -run TestSecureClusterApacheKafka ./cmd/switchboard ); \
+	echo "$${run[*]}"; "$${run[@]}" 2>&1 | $(INTEGRATION_FILTER)
 
 kafka-up:
 	$(KAFKA_SH) up
