@@ -19,7 +19,7 @@ export SWITCHBOARD_CHAOS
 GOLANGCI_LINT_VERSION := v2.15.0
 # The integration run is verbose so that CI logs name every test and show the chaos and
 # black-box counts; this keeps the lines worth reading (results, failures, counts).
-INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:'
+INTEGRATION_FILTER := grep --line-buffered -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+_test\.go:[0-9]+:|chaos:|blackbox:|stall:|dlq:|progress:'
 GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO) env GOPATH)/bin/golangci-lint)
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)

@@ -46,3 +46,26 @@ func TestCursorHighPartitionAllocatesLittle(t *testing.T) {
 		t.Fatalf("a complete cursor out of order: %v", err)
 	}
 }
+
+// The cursor's third stream: progress parts come last; a cursor written
+// before the progress stream existed still parses, without progress.
+func TestCursorProgressStream(t *testing.T) {
+	p := api.Position{Results: []int64{1, 2}, Timeouts: []int64{3, 4}, Progress: []int64{5120, 0}}
+	c := p.String()
+	if c != "r0:1,r1:2,t0:3,t1:4,p0:5120,p1:0" {
+		t.Fatalf("cursor = %q", c)
+	}
+	got, err := api.ParseCursor(c)
+	if err != nil || got.String() != c || len(got.Progress) != 2 || got.Progress[0] != 5120 {
+		t.Fatalf("ParseCursor(%q) = %v, %v", c, got, err)
+	}
+	old, err := api.ParseCursor("r0:1,r1:2,t0:3,t1:4")
+	if err != nil || len(old.Progress) != 0 || old.Results[1] != 2 {
+		t.Fatalf("an old cursor: %v, %v", old, err)
+	}
+	for _, bad := range []string{"r0:1,t0:1,p1:0", "r0:1,t0:1,p0:1,p0:2", "r0:1,q0:1"} {
+		if _, err := api.ParseCursor(bad); err == nil {
+			t.Errorf("ParseCursor(%q) accepted", bad)
+		}
+	}
+}

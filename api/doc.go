@@ -10,13 +10,18 @@
 //     Idempotent by Idempotency-Key or intent_id (idempotency.go).
 //   - GET /v1/intents/{id}: the result and timeline of an intent this
 //     instance has seen (timeline.go).
+//   - GET /v1/intents/{id}/events and POST /v1/intents?stream=sse: Server-Sent
+//     Events of one intent, its progress then its result (sse.go), followed
+//     through a [Watch] (watch.go): the seam for any transport that follows
+//     one intent for one tenant.
 //   - DELETE /v1/intents/{id}: publish a cancel record for a pending intent
 //     (cancel.go).
 //   - GET /v1/contexts/{entity_id}: the context snapshot held for an entity
 //     (contexts.go).
 //   - GET /v1/stream: a WebSocket on which a client subscribes to results by
 //     intent id, session id or intent type and receives each matching result
-//     and timeout event as one JSON text message carrying a resume cursor;
+//     and timeout event (and, with progress: true, progress record) as one
+//     JSON text message carrying a resume cursor;
 //     a client that reconnects resumes from its cursor (resume.go, cursor.go).
 //     The protocol is described on [Server.Handler] and in the README.
 //   - GET /v1/agents, /v1/intent-types (agents.go), /v1/openapi.json
@@ -41,9 +46,12 @@
 //
 // It does not own Kafka I/O: the caller (cmd/switchboard) gives [New] a
 // [Publisher] that writes to the requests topic and a [History] that replays
-// the results and timeouts topics for resume, and feeds [Results.Begin],
-// [Results.AddResult] and [Results.AddTimeout] from a reader of those topics.
-// Every instance reads all of them, so any instance can answer any client.
+// the results, timeouts and progress topics for resume and event streams,
+// and feeds a [Feed] (which puts each intent's progress before its result,
+// feed.go) from a reader of those topics; [Results.AddResult],
+// [Results.AddTimeout] and [Results.AddProgress] take records directly from
+// a reader that keeps that order itself. Every instance reads all of them,
+// so any instance can answer any client.
 //
 // It owns authentication and tenants ([AuthConfig]: API keys and JWTs, RS256
 // keys from a JWKS URL (jwks.go), the

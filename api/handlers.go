@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +30,14 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	wait, err := parseWait(r.URL.Query(), s.cfg.MaxWait)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "wait")
+		return
+	}
+	stream, err := parseStream(r.URL.Query())
+	if err == nil && stream && wait > 0 {
+		err = errors.New("wait and stream=sse do not combine: the stream ends with the result")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidParameter, err.Error(), "stream")
 		return
 	}
 	req, ok := s.decodeIntent(w, r)
@@ -69,6 +78,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 
 	publish := true
+	finished := func() {}
 	if id, finish, ok := s.claimIdempotency(w, r, key, req, explicitID, fp); !ok {
 		return
 	} else if finish == nil {
@@ -76,7 +86,8 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		s.front.repeats.Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
-		defer func() { finish(publish) }() // publish is false if it failed
+		finished = sync.OnceFunc(func() { finish(publish) }) // publish is false if it failed
+		defer finished()
 	}
 
 	// With ?wait, register the waiter before publishing, so that however
@@ -91,6 +102,17 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		res, wt = s.results.await(ik)
 		defer s.results.release(wt)
 	}
+	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
+	if stream {
+		if !s.admitStream(p) {
+			publish = false // nothing was: a retry with the same key publishes
+			s.refuseStream(w, p)
+			return
+		}
+		defer s.releaseStream(p)
+		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.cfg.SendQueue)
+		defer watch.Close()
+	}
 	if publish {
 		if err := s.pub.PublishIntent(r.Context(), req); err != nil {
 			publish = false
@@ -103,6 +125,12 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.results.submitted(ik, req.IntentType)
 	location := "/v1/intents/" + url.PathEscape(req.IntentID)
+	if watch != nil {
+		finished() // repeats need not wait for the stream to end
+		w.Header().Set("Location", location)
+		s.streamEvents(w, r, watch, req.IntentID, sseFrom{}, &accepted{IntentID: req.IntentID, Status: "accepted"})
+		return
+	}
 	if wait <= 0 {
 		w.Header().Set("Location", location)
 		writeJSON(w, http.StatusAccepted, accepted{IntentID: req.IntentID})

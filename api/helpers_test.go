@@ -273,13 +273,14 @@ func result(id, intentType, session string) *schemas.IntentResult {
 // --- WebSocket client helpers ---
 
 type serverMsg struct {
-	Type          string                 `json:"type"`
-	Cursor        string                 `json:"cursor"`
-	Result        *schemas.IntentResult  `json:"result"`
-	Timeout       *schemas.IntentTimeout `json:"timeout"`
-	Replayed      int                    `json:"replayed"`
-	Subscriptions json.RawMessage        `json:"subscriptions"`
-	Subscription  json.RawMessage        `json:"subscription"`
+	Type          string                  `json:"type"`
+	Cursor        string                  `json:"cursor"`
+	Result        *schemas.IntentResult   `json:"result"`
+	Timeout       *schemas.IntentTimeout  `json:"timeout"`
+	Progress      *schemas.IntentProgress `json:"progress"`
+	Replayed      int                     `json:"replayed"`
+	Subscriptions json.RawMessage         `json:"subscriptions"`
+	Subscription  json.RawMessage         `json:"subscription"`
 	Error         *struct {
 		Code     string `json:"code"`
 		Message  string `json:"message"`

@@ -45,6 +45,8 @@ type Results struct {
 	byType    map[string]map[*subscriber]struct{}
 
 	stats stats
+
+	prog progressFanOut // progress subscriptions and watches (progress.go, watch.go)
 }
 
 // waiter is one Wait (or ?wait request) for one intent's result.
@@ -79,6 +81,8 @@ type subscriber struct {
 	// positioned is set once s subscribed or resumed: from then on the
 	// messages it is sent carry cursors.
 	positioned bool
+
+	prog progressSubs // the subscriptions that asked for progress (progress.go)
 }
 
 func newSubscriber(s sink) *subscriber {
@@ -216,6 +220,7 @@ func (r *Results) add(res *schemas.IntentResult, hasPos bool, partition int32, o
 		delete(r.waiters, k)
 	}
 	r.fanOut(e)
+	r.resultToWatches(e)
 }
 
 // AddTimeout sends a timeout event read at partition/offset of the timeouts
@@ -267,6 +272,7 @@ func (r *Results) fanOut(e *entry) {
 			r.deliver(s, ev)
 			delete(s.intents, res.IntentID)
 			delete(subs, s)
+			r.endProgress(s, res.IntentID)
 		}
 		if len(subs) == 0 {
 			delete(r.byIntent, res.IntentID)
@@ -349,6 +355,7 @@ type event struct {
 	offset    int64
 	entry     *entry
 	timeout   *schemas.IntentTimeout
+	progress  *schemas.IntentProgress
 	msg       []byte
 }
 
@@ -361,6 +368,13 @@ func (ev *event) frame(st *store, cursor string) []byte {
 			return nil
 		}
 		return frame("result", cursor, "result", body)
+	}
+	if ev.progress != nil {
+		body, err := marshal(ev.progress)
+		if err != nil {
+			return nil
+		}
+		return frame("progress", cursor, "progress", body)
 	}
 	body, err := marshal(ev.timeout)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -16,8 +17,9 @@ const (
 	codeResumeUnavailable = "resume_unavailable" // this server cannot replay (no history, or its feed has not started)
 )
 
-// History reads the results and timeouts topics back, for resume. The
-// Kafka implementation reads them with a consumer that joins no group.
+// History reads the results, timeouts and progress topics back, for resume
+// and for Server-Sent Events. The Kafka implementation reads them with a
+// consumer that joins no group.
 type History interface {
 	// Earliest returns the oldest position the topics still hold (each
 	// partition's first offset).
@@ -33,13 +35,14 @@ type History interface {
 	Replay(ctx context.Context, from, to Position, fn func(Record) error) error
 }
 
-// Record is one decoded record of the results or timeouts topic.
+// Record is one decoded record of the results, timeouts or progress topic.
 type Record struct {
 	Stream    Stream
 	Partition int32
 	Offset    int64
-	Result    *schemas.IntentResult  // Stream == StreamResults
-	Timeout   *schemas.IntentTimeout // Stream == StreamTimeouts
+	Result    *schemas.IntentResult   // Stream == StreamResults
+	Timeout   *schemas.IntentTimeout  // Stream == StreamTimeouts
+	Progress  *schemas.IntentProgress // Stream == StreamProgress
 }
 
 // ErrCursorExpired is returned by [History.Replay] when records the replay
@@ -152,9 +155,14 @@ func (c *wsConn) replay(req resumeRequest) string {
 		c.sendError(codeResumeUnavailable, "this server's feed has not started yet; retry")
 		return "refused"
 	}
+	if len(from.Progress) == 0 && len(hub.Progress) > 0 {
+		// A cursor from before the progress stream: results and timeouts
+		// resume from it, progress from now on.
+		from.Progress = slices.Clone(hub.Progress)
+	}
 	if !from.sameShape(hub) {
-		c.sendError(codeBadCursor, fmt.Sprintf("the cursor names %d+%d partitions, the topics have %d+%d",
-			len(from.Results), len(from.Timeouts), len(hub.Results), len(hub.Timeouts)))
+		c.sendError(codeBadCursor, fmt.Sprintf("the cursor names %d+%d+%d partitions, the topics have %d+%d+%d",
+			len(from.Results), len(from.Timeouts), len(from.Progress), len(hub.Results), len(hub.Timeouts), len(hub.Progress)))
 		return "refused"
 	}
 	if !c.srv.admitReplay(c.sub.tenant) {
@@ -193,7 +201,7 @@ func (c *wsConn) replay(req resumeRequest) string {
 	}
 	cur := from.Clone()
 	replayed := 0
-	err = h.Replay(ctx, from, live, func(rec Record) error {
+	each := func(rec Record) error {
 		// The reader, replaying, reads no pongs meanwhile: a replay that
 		// makes progress keeps the connection alive, even if few records
 		// match (a dead client is still found: its writes fail or stall).
@@ -207,7 +215,12 @@ func (c *wsConn) replay(req resumeRequest) string {
 			return nil
 		}
 		offs[rec.Partition] = rec.Offset + 1
-		msg := r.replayMessage(c.sub, rec, cur)
+		var msg []byte
+		if rec.Stream == StreamProgress {
+			msg = r.replayProgressMessage(c.sub, rec, cur)
+		} else {
+			msg = r.replayMessage(c.sub, rec, cur)
+		}
 		if msg == nil {
 			return nil
 		}
@@ -216,7 +229,14 @@ func (c *wsConn) replay(req resumeRequest) string {
 		}
 		replayed++
 		return nil
-	})
+	}
+	// Progress first: the feed moves past a result only once it has moved
+	// past the intent's progress (Feed), so the progress of every result
+	// before live is before live too, and replays before it.
+	err = h.Replay(ctx, Position{Results: live.Results, Timeouts: live.Timeouts, Progress: from.Progress}, live, each)
+	if err == nil {
+		err = h.Replay(ctx, Position{Results: from.Results, Timeouts: from.Timeouts, Progress: live.Progress}, live, each)
+	}
 	switch {
 	case errors.Is(err, errConnClosing), c.srv.stopCtx.Err() != nil, ctx.Err() != nil:
 		return "failed" // the writer closes the connection (1001 on shutdown)
@@ -342,6 +362,7 @@ func (r *Results) beginReplay(s *subscriber, from Position, subs []subscription,
 			addIndex(r.byIntent, id, s)
 		}
 	}
+	r.registerProgress(s, subs)
 	s.replay = &replayState{limit: max(limit, 1), byteLimit: max(byteLimit, 1)}
 	s.positioned = true
 	live := r.pos.Clone()
@@ -389,6 +410,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if match {
 			delete(s.intents, res.IntentID)
 			removeIndex(r.byIntent, res.IntentID, s)
+			r.endProgress(s, res.IntentID)
 		}
 		if !match && res.SessionID != nil {
 			_, match = s.sessions[*res.SessionID]

@@ -48,6 +48,7 @@ type Server struct {
 	idem       *idempotency
 	front      *frontMetrics
 	metrics    *metrics
+	sse        *sseMetrics
 	router     *chi.Mux
 	upgrader   websocket.Upgrader
 	httpSrv    *http.Server
@@ -108,6 +109,10 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	sm, err := newSSEMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:          cfg,
 		pub:          pub,
@@ -124,6 +129,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		metrics:      m,
 		front:        fm,
+		sse:          sm,
 		ready:        make(chan struct{}),
 		conns:        map[*wsConn]struct{}{},
 		tenantConns:  map[string]int{},
@@ -166,6 +172,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)
 	r.Get("/v1/intents/{id}", s.getIntent)
+	r.Get("/v1/intents/{id}/events", s.serveEvents)
 	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
 	r.Get("/v1/contexts/{entity_id}", s.getContext)
@@ -185,9 +192,11 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // Handler returns the server's routes, for Run or for mounting on a server
 // the caller owns (tests use httptest.NewServer(s.Handler())):
 //
-//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result;
+//	POST /v1/intents        submit an intent; ?wait=DURATION to wait for its result,
+//	                        ?stream=sse to follow its progress and result (sse.go);
 //	                        idempotent by Idempotency-Key or intent_id
 //	GET  /v1/intents/{id}   the result and timeline of an intent, if this instance has seen it
+//	GET  /v1/intents/{id}/events  Server-Sent Events: the intent's progress, then its result
 //	DELETE /v1/intents/{id} cancel a pending intent (202; 409 once resolved)
 //	GET  /v1/stream         WebSocket stream of results and timeout events
 //	GET  /v1/agents         configured agents with live counts
@@ -208,6 +217,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"subscribe":{"intent_ids":["id1","id2"]}}
 //	{"subscribe":{"session_id":"s-42"}}
 //	{"subscribe":{"intent_type":"fraud_check"}}
+//	{"subscribe":{"intent_ids":["id1"],"progress":true}}
 //	{"unsubscribe":{"session_id":"s-42"}}
 //	{"resume":{"cursor":"r0:12,r1:7,t0:3,t1:0","subscriptions":[{"session_id":"s-42"}]}}
 //
@@ -217,6 +227,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	{"type":"unsubscribed","cursor":"...","subscription":{"session_id":"s-42"}}
 //	{"type":"result","cursor":"...","result":{...IntentResult...}}
 //	{"type":"timeout","cursor":"...","timeout":{...IntentTimeout...}}
+//	{"type":"progress","cursor":"...","progress":{...IntentProgress...}}
 //	{"type":"resumed","cursor":"...","replayed":12,"subscriptions":[...]}
 //	{"type":"error","cursor":"...","error":{"code":"bad_message","message":"..."}}
 //
@@ -226,6 +237,8 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 // subscriptions, and gets what it missed replayed from the [History], then
 // live messages, with none missed or repeated (see resume.go).
 //
+// A subscription with "progress": true also sends the progress of the
+// intents it selects, each before the intent's result (progress.go).
 // A result is sent once per connection even when several subscriptions match
 // it. Subscribing by intent id sends the result at once if this instance
 // already holds it, so a client may POST first and subscribe after; an

@@ -28,11 +28,13 @@ type clientMessage struct {
 	Resume      *resumeRequest `json:"resume,omitempty"`
 }
 
-// subscription selects results by intent ids, session id and/or intent type.
+// subscription selects results by intent ids, session id and/or intent type;
+// with Progress, the selected intents' progress too (progress.go).
 type subscription struct {
 	IntentIDs  []string `json:"intent_ids,omitempty"`
 	SessionID  string   `json:"session_id,omitempty"`
 	IntentType string   `json:"intent_type,omitempty"`
+	Progress   bool     `json:"progress,omitempty"`
 }
 
 // ackMessage acknowledges a subscribe or an unsubscribe.

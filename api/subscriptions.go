@@ -60,6 +60,7 @@ func (r *Results) subscribe(s *subscriber, f subscription, max int, ack func(cur
 		s.intents[id] = struct{}{}
 		addIndex(r.byIntent, id, s)
 	}
+	r.subscribeProgress(s, f)
 	return nil
 }
 
@@ -80,6 +81,7 @@ func (r *Results) unsubscribe(s *subscriber, f subscription) {
 		delete(s.types, f.IntentType)
 		removeIndex(r.byType, f.IntentType, s)
 	}
+	r.unsubscribeProgress(s, f)
 }
 
 // unsubscribeAll removes every subscription of s.
@@ -98,6 +100,7 @@ func (r *Results) unsubscribeAll(s *subscriber) {
 	clear(s.intents)
 	clear(s.sessions)
 	clear(s.types)
+	r.unsubscribeAllProgress(s)
 }
 
 func addIndex(idx map[string]map[*subscriber]struct{}, key string, s *subscriber) {

@@ -98,6 +98,8 @@ func (s *subscriber) admitsEvent(ev *event) bool {
 		return s.admits(ev.entry.res)
 	case ev.timeout != nil:
 		return s.admitsTimeout(ev.timeout)
+	case ev.progress != nil:
+		return s.admitsProgress(ev.progress)
 	}
 	return s.tenant == nil
 }

@@ -2,7 +2,7 @@
 // agent responses from Kafka, dispatches each intent to its agent's topic,
 // pairs responses with pending intents by id, times intents out on a timing
 // wheel, resolves them with a fallback, and writes exactly one result per
-// intent.
+// intent, after the intent's progress records (progress.go).
 //
 // # Goroutines
 //

@@ -46,6 +46,7 @@ type route struct {
 	static      *schemas.JSON
 	retry       *retryPolicy // nil: no retries
 	idleMs      int64        // 0: no idle timeout
+	progress    progressLimits
 	m           *routeMetrics
 
 	attachContext bool // context: attach
@@ -81,6 +82,7 @@ type pending struct {
 
 	contextVersion *int64 // the context snapshot attached at dispatch, if any
 	contextTs      *int64
+	progress       progressState // progress.go
 
 	key []byte // id as a record key, made once and shared by its outputs (see keyBytes)
 }
@@ -200,6 +202,8 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 			retry:  newRetryPolicy(it.Retry),
 			idleMs: it.IdleTimeout.D().Milliseconds(),
 			m:      m.forRoute(name, it.Agent),
+
+			progress: progressLimitsOf(it.Progress),
 		}
 		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
 		if it.InputSchema != nil {
@@ -394,6 +398,7 @@ func (p *pending) recordInto(rec *schemas.PendingIntent) {
 			rec.IdleDeadline = schemas.Ptr(p.idleAt)
 		}
 	}
+	p.writeProgress(rec)
 }
 
 // resolvedRecord is the changelog's resolution marker for p: what the dedup
@@ -425,8 +430,11 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		return
 	}
 	defer e.readResponse(rec.Partition, rec.TimestampMs, nowMs)
-	p := e.pending[resp.RequestID]
+	p := e.pendingFor(&resp)
 	if p == nil {
+		if resp.Status == schemas.StatusProgress {
+			e.strayProgress(&resp)
+		}
 		e.onStrayResponse(&resp, nowMs, t)
 		return
 	}
@@ -452,14 +460,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.recordOutcome(p, true, nowMs)
 		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
-		e.m.progress.Inc()
-		if current && p.route.idleMs > 0 {
-			// Progress pushes the idle deadline, never the deadline.
-			p.idleAt = nowMs + p.route.idleMs
-			if e.persist(p, t) {
-				e.schedule(p)
-			}
-		}
+		e.onProgress(p, &resp, current, t, nowMs)
 	default:
 		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
 	}
@@ -666,6 +667,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		res.Timeline.AnsweredAt = &answeredAt
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
+	res.ProgressCount = p.progressCount()
 	value, err := e.codec.Encode(e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)

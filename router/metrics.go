@@ -47,6 +47,7 @@ type metrics struct {
 	retries                         *prometheus.CounterVec
 	cancels                         *prometheus.CounterVec
 	staleResponses                  prometheus.Counter
+	prog                            *progressMetrics // progress.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -165,6 +166,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	m.committed = m.transactions.WithLabelValues("committed")
+	var err error
+	if m.prog, err = newProgressMetrics(reg); err != nil {
+		return nil, err
+	}
 	m.requestSeconds = m.recordSeconds.WithLabelValues("requests")
 	m.responseSeconds = m.recordSeconds.WithLabelValues("responses")
 	return m, nil

@@ -48,6 +48,7 @@ func (e *engine) restore(partition int32, entries []*schemas.PendingIntent, nowM
 			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
 			attempt: pi.Attempt, persisted: true, contextVersion: pi.ContextVersion, contextTs: pi.ContextTs,
 		}
+		p.readProgress(pi)
 		restored++
 		// An intent for an agent no longer configured cannot be dispatched:
 		// whatever its phase, it waits for its deadline and its fallback.

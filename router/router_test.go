@@ -274,6 +274,17 @@ func TestRecordLatencyIsObservedPerTopic(t *testing.T) {
 	h.answer("l-1", "echo", `{}`)
 	h.result(1)
 	h.settle() // one more request record: the marker
+	// The marker's own observation is made once its outputs are handed to
+	// the sink, so just after settle sees them: wait for it.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for h.counter("switchboard_router_record_seconds", "topic", "requests") < 2 {
+		select {
+		case <-tick.C:
+		case <-h.ctx.Done():
+			t.Fatalf("request observations = %v, want 2", h.counter("switchboard_router_record_seconds", "topic", "requests"))
+		}
+	}
 	if got := h.counter("switchboard_router_record_seconds", "topic", "requests"); got != 2 {
 		t.Fatalf("request observations = %v, want 2", got)
 	}

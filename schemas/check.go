@@ -21,7 +21,12 @@ func checkEncode(r Record) error {
 		if !validStatus(v.Status) {
 			return fmt.Errorf("%w: status %q is not a Status symbol", ErrInvalidRecord, v.Status)
 		}
-		return checkOptDoc("answer", v.Answer)
+		if err := checkOptDoc("answer", v.Answer); err != nil {
+			return err
+		}
+		return checkOptDoc("partial", v.Partial)
+	case *IntentProgress:
+		return checkOptDoc("partial", v.Partial)
 	case *IntentTimeout:
 		if !validReason(v.Reason) {
 			return fmt.Errorf("%w: reason %q is not a TimeoutReason symbol", ErrInvalidRecord, v.Reason)
@@ -67,7 +72,12 @@ func checkAvroDocs(r Record) error {
 	case *AgentRequest:
 		return checkDecodedDoc("payload", v.Payload)
 	case *AgentResponse:
-		return checkDecodedOptDoc("answer", &v.Answer)
+		if err := checkDecodedOptDoc("answer", &v.Answer); err != nil {
+			return err
+		}
+		return checkDecodedOptDoc("partial", &v.Partial)
+	case *IntentProgress:
+		return checkDecodedOptDoc("partial", &v.Partial)
 	case *IntentResult:
 		return checkDecodedOptDoc("answer", &v.Answer)
 	case *PendingIntent:
@@ -197,6 +207,11 @@ func reset(r Record) bool {
 			return false
 		}
 		*v = FallbackAnswer{}
+	case *IntentProgress:
+		if v == nil {
+			return false
+		}
+		*v = IntentProgress{}
 	default:
 		return false
 	}
@@ -221,6 +236,8 @@ func isNil(r Record) bool {
 	case *PendingIntent:
 		return v == nil
 	case *FallbackAnswer:
+		return v == nil
+	case *IntentProgress:
 		return v == nil
 	}
 	return true

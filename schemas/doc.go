@@ -5,7 +5,8 @@
 //
 // # Records
 //
-// IntentRequest, AgentRequest, AgentResponse, IntentTimeout, IntentResult and
+// IntentRequest, AgentRequest, AgentResponse, IntentTimeout, IntentResult,
+// IntentProgress (an agent's progress as the router publishes it) and
 // ContextSnapshot, with the field names of the .avsc files (AvroSchema returns
 // one). Optional fields are pointers, Avro unions with null defaulting to
 // null. Timestamps and deadlines are unix milliseconds. Enums carry an

@@ -81,6 +81,16 @@ func sampleRecords() []Record {
 		},
 		&PendingIntent{IntentID: "i-2", IntentType: "ping", Agent: "pinger", Payload: `{}`, Attempt: 1},
 		&FallbackAnswer{IntentType: "payments.refund", CacheKey: "c-1029", Answer: `{"refunded":true}`, AnsweredAt: 1767225601000},
+		&AgentResponse{
+			RequestID: "i-6", Agent: "writer", Status: StatusProgress, Attempt: Ptr(int32(1)),
+			Message: Ptr("writing"), Progress: Ptr(3.0), Total: Ptr(10.0), Partial: Ptr(JSON(`{"text":"Kafka "}`)), Sequence: Ptr(int64(3)),
+		},
+		&IntentProgress{
+			IntentID: "i-6", IntentType: "demo.write", Agent: "writer", Sequence: 3, Attempt: 1,
+			Message: Ptr("writing"), Progress: Ptr(3.0), Total: Ptr(10.0), Partial: Ptr(JSON(`{"text":"Kafka "}`)),
+			SessionID: Ptr("s-9"), Tenant: Ptr("acme"), ProducedAt: Ptr(int64(1767225601000)), ReceivedAt: 1767225601002,
+		},
+		&IntentProgress{IntentID: "i-7", IntentType: "ping", Agent: "pinger", Sequence: 1, Attempt: 1},
 	}
 }
 
@@ -103,6 +113,8 @@ func newZero(r Record) Record {
 		return new(PendingIntent)
 	case *FallbackAnswer:
 		return new(FallbackAnswer)
+	case *IntentProgress:
+		return new(IntentProgress)
 	}
 	panic("unknown record type")
 }
@@ -111,7 +123,7 @@ func newZero(r Record) Record {
 var allKinds = []Record{
 	(*IntentRequest)(nil), (*AgentRequest)(nil), (*AgentResponse)(nil),
 	(*IntentTimeout)(nil), (*IntentResult)(nil), (*ContextSnapshot)(nil),
-	(*PendingIntent)(nil), (*FallbackAnswer)(nil),
+	(*PendingIntent)(nil), (*FallbackAnswer)(nil), (*IntentProgress)(nil),
 }
 
 // newFakeRegistry starts an in-process Schema Registry, closed at cleanup.

@@ -114,6 +114,13 @@ func appendPendingIntent(b []byte, v *PendingIntent) []byte {
 	b = appendOptInt(b, `,"idle_deadline":`, v.IdleDeadline)
 	b = appendOptInt(b, `,"context_version":`, v.ContextVersion)
 	b = appendOptInt(b, `,"context_ts":`, v.ContextTs)
+	b = appendOptInt(b, `,"progress_sequence":`, v.ProgressSequence)
+	b = appendOptInt(b, `,"progress_bytes":`, v.ProgressBytes)
+	b = appendOptInt(b, `,"progress_agent_sequence":`, v.ProgressAgentSequence)
+	if v.ProgressCapped != nil {
+		b = append(b, `,"progress_capped":`...)
+		b = strconv.AppendBool(b, *v.ProgressCapped)
+	}
 	return append(b, '}')
 }
 
@@ -154,7 +161,9 @@ func appendIntentResult(b []byte, v *IntentResult) []byte {
 	b = strconv.AppendInt(b, t.Deadline, 10)
 	b = appendOptInt(b, `,"context_version":`, t.ContextVersion)
 	b = appendOptInt(b, `,"context_ts":`, t.ContextTs)
-	return append(b, '}', '}')
+	b = append(b, '}')
+	b = appendOptInt(b, `,"progress_count":`, v.ProgressCount)
+	return append(b, '}')
 }
 
 func appendOptString(b []byte, key string, s *string) []byte {

@@ -70,6 +70,35 @@ type AgentResponse struct {
 	Error      *ErrorInfo `avro:"error" json:"error,omitempty"`
 	ProducedAt *int64     `avro:"produced_at" json:"produced_at,omitempty"`
 	Attempt    *int32     `avro:"attempt" json:"attempt,omitempty"`
+
+	// With status progress: what the agent is doing (Message), how far it
+	// is (Progress of Total), a part of the answer (Partial, one JSON
+	// document) and the agent's number for the message within its attempt
+	// (Sequence, increasing; nil: not checked).
+	Message  *string  `avro:"message" json:"message,omitempty"`
+	Progress *float64 `avro:"progress" json:"progress,omitempty"`
+	Total    *float64 `avro:"total" json:"total,omitempty"`
+	Partial  *JSON    `avro:"partial" json:"partial,omitempty"`
+	Sequence *int64   `avro:"sequence" json:"sequence,omitempty"`
+}
+
+// IntentProgress is one progress update of a pending intent, published by the
+// router before the intent's result. Sequence runs 1, 2, 3, ... per intent.
+// Key: IntentID.
+type IntentProgress struct {
+	IntentID   string   `avro:"intent_id" json:"intent_id"`
+	IntentType string   `avro:"intent_type" json:"intent_type"`
+	Agent      string   `avro:"agent" json:"agent"`
+	Sequence   int64    `avro:"sequence" json:"sequence"`
+	Attempt    int32    `avro:"attempt" json:"attempt"`
+	Message    *string  `avro:"message" json:"message,omitempty"`
+	Progress   *float64 `avro:"progress" json:"progress,omitempty"`
+	Total      *float64 `avro:"total" json:"total,omitempty"`
+	Partial    *JSON    `avro:"partial" json:"partial,omitempty"`
+	SessionID  *string  `avro:"session_id" json:"session_id,omitempty"`
+	Tenant     *string  `avro:"tenant" json:"tenant,omitempty"`
+	ProducedAt *int64   `avro:"produced_at" json:"produced_at,omitempty"`
+	ReceivedAt int64    `avro:"received_at" json:"received_at"`
 }
 
 // TimeoutReason says why an intent timed out.
@@ -154,6 +183,11 @@ type IntentResult struct {
 	Tenant     *string    `avro:"tenant" json:"tenant,omitempty"`
 	Attempts   int32      `avro:"attempts" json:"attempts"`
 	Timeline   Timeline   `avro:"timeline" json:"timeline"`
+
+	// ProgressCount is how many IntentProgress records were published for
+	// the intent before this result (sequences 1 to ProgressCount); nil
+	// when none.
+	ProgressCount *int64 `avro:"progress_count" json:"progress_count,omitempty"`
 }
 
 // ContextSnapshot holds the features of one entity at one time. Key: EntityID.
@@ -208,6 +242,14 @@ type PendingIntent struct {
 	// dispatch, so a restored intent's result still names it.
 	ContextVersion *int64 `avro:"context_version" json:"context_version,omitempty"`
 	ContextTs      *int64 `avro:"context_ts" json:"context_ts,omitempty"`
+
+	// The intent's progress so far: records published (the last
+	// sequence), their bytes, the last agent sequence accepted for the
+	// attempt in flight, and whether a cap was reached.
+	ProgressSequence      *int64 `avro:"progress_sequence" json:"progress_sequence,omitempty"`
+	ProgressBytes         *int64 `avro:"progress_bytes" json:"progress_bytes,omitempty"`
+	ProgressAgentSequence *int64 `avro:"progress_agent_sequence" json:"progress_agent_sequence,omitempty"`
+	ProgressCapped        *bool  `avro:"progress_capped" json:"progress_capped,omitempty"`
 }
 
 // FallbackAnswer is a last good answer in the compacted fallback-cache topic.

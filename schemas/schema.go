@@ -31,10 +31,12 @@ var (
 	pendingIntentAvsc string
 	//go:embed fallback_answer.avsc
 	fallbackAnswerAvsc string
+	//go:embed intent_progress.avsc
+	intentProgressAvsc string
 )
 
 // Record is one of the Switchboard records: *IntentRequest, *AgentRequest,
-// *AgentResponse, *IntentTimeout, *IntentResult, *ContextSnapshot, and the
+// *AgentResponse, *IntentTimeout, *IntentResult, *IntentProgress, *ContextSnapshot, and the
 // router's own *PendingIntent and *FallbackAnswer. The
 // interface is closed: only this package's types implement it.
 type Record interface {
@@ -53,6 +55,7 @@ const (
 	kindContextSnapshot
 	kindPendingIntent
 	kindFallbackAnswer
+	kindIntentProgress
 	numKinds
 )
 
@@ -64,6 +67,7 @@ func (*IntentResult) kind() kind    { return kindIntentResult }
 func (*ContextSnapshot) kind() kind { return kindContextSnapshot }
 func (*PendingIntent) kind() kind   { return kindPendingIntent }
 func (*FallbackAnswer) kind() kind  { return kindFallbackAnswer }
+func (*IntentProgress) kind() kind  { return kindIntentProgress }
 
 var (
 	_ Record = (*IntentRequest)(nil)
@@ -74,6 +78,7 @@ var (
 	_ Record = (*ContextSnapshot)(nil)
 	_ Record = (*PendingIntent)(nil)
 	_ Record = (*FallbackAnswer)(nil)
+	_ Record = (*IntentProgress)(nil)
 )
 
 // recordSchema is one parsed .avsc file.
@@ -94,6 +99,7 @@ var avscTexts = [numKinds]string{
 	kindContextSnapshot: contextSnapshotAvsc,
 	kindPendingIntent:   pendingIntentAvsc,
 	kindFallbackAnswer:  fallbackAnswerAvsc,
+	kindIntentProgress:  intentProgressAvsc,
 }
 
 // recordSchemas parses the embedded files once. They are part of the binary,
@@ -146,4 +152,5 @@ var schemaNames = [numKinds]string{
 	kindContextSnapshot: "mcp.switchboard.ContextSnapshot",
 	kindPendingIntent:   "mcp.switchboard.PendingIntent",
 	kindFallbackAnswer:  "mcp.switchboard.FallbackAnswer",
+	kindIntentProgress:  "mcp.switchboard.IntentProgress",
 }

@@ -13,33 +13,37 @@ import (
 
 var _ api.History = (*Log)(nil)
 
-// Log is an in-memory stand-in for the results and timeouts topics: records
-// appended to it are fed to the attached [api.Results] (as the reader of the
-// topics would), and it serves as the [api.History] a resume replays from.
-// It is safe for concurrent use.
+// Log is an in-memory stand-in for the results, timeouts and progress
+// topics: records appended to it are fed to the attached [api.Results] (as
+// the reader of the topics would, through an [api.Feed]), and it serves as
+// the [api.History] a resume replays from. It is safe for concurrent use.
 type Log struct {
 	partitions int
 
 	mu       sync.Mutex
-	records  [2][][]api.Record // by stream, by partition
-	earliest [2][]int64        // by stream, by partition: first offset held
+	records  [streams][][]api.Record // by stream, by partition
+	earliest [streams][]int64        // by stream, by partition: first offset held
 	feeds    []*Feed
 }
+
+// streams is the number of topics a Log holds: results, timeouts, progress.
+const streams = 3
 
 // Feed feeds one Results from a Log.
 type Feed struct {
 	log     *Log
 	results *api.Results
+	order   *api.Feed // puts each intent's progress before its result
 	auto    bool
-	mu      sync.Mutex // serialises deliveries, so each partition goes in order
-	next    [2][]int64 // by stream, by partition: next offset to deliver
+	mu      sync.Mutex       // serialises deliveries, so each partition goes in order
+	next    [streams][]int64 // by stream, by partition: next offset to deliver
 }
 
-// NewLog returns an empty log of results and timeouts topics with the given
-// number of partitions each.
+// NewLog returns an empty log of results, timeouts and progress topics with
+// the given number of partitions each.
 func NewLog(partitions int) *Log {
 	l := &Log{partitions: partitions}
-	for k := range 2 {
+	for k := range streams {
 		l.records[k] = make([][]api.Record, partitions)
 		l.earliest[k] = make([]int64, partitions)
 	}
@@ -48,13 +52,16 @@ func NewLog(partitions int) *Log {
 
 // Attach starts feeding r from the log's current end (calling r.Begin). An
 // auto feed gets each record as it is appended; a manual one when its
-// CatchUp is called.
+// CatchUp is called. A manual feed hands over each partition's results, then
+// its timeouts, then its progress, so a result can come before its
+// progress: the api.Feed in between holds it until its progress has come.
 func (l *Log) Attach(r *api.Results, auto bool) *Feed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := &Feed{log: l, results: r, auto: auto}
-	pos := api.Position{Results: make([]int64, l.partitions), Timeouts: make([]int64, l.partitions)}
-	for k := range 2 {
+	order, _ := api.NewFeed(r, api.FeedConfig{}) // fails only registering metrics, and there is no registerer
+	f := &Feed{log: l, results: r, order: order, auto: auto}
+	pos := api.Position{Results: make([]int64, l.partitions), Timeouts: make([]int64, l.partitions), Progress: make([]int64, l.partitions)}
+	for k := range streams {
 		f.next[k] = make([]int64, l.partitions)
 		for p := range l.partitions {
 			f.next[k][p] = int64(len(l.records[k][p]))
@@ -62,7 +69,8 @@ func (l *Log) Attach(r *api.Results, auto bool) *Feed {
 	}
 	copy(pos.Results, f.next[0])
 	copy(pos.Timeouts, f.next[1])
-	r.Begin(pos)
+	copy(pos.Progress, f.next[2])
+	order.Begin(pos)
 	l.feeds = append(l.feeds, f)
 	return f
 }
@@ -84,6 +92,12 @@ func (l *Log) AppendResult(res *schemas.IntentResult) {
 // and feeds the auto feeds.
 func (l *Log) AppendTimeout(t *schemas.IntentTimeout) {
 	l.append(api.Record{Stream: api.StreamTimeouts, Partition: l.PartitionOf(t.IntentID), Timeout: t})
+}
+
+// AppendProgress appends a progress record to the partition of its intent id
+// and feeds the auto feeds.
+func (l *Log) AppendProgress(p *schemas.IntentProgress) {
+	l.append(api.Record{Stream: api.StreamProgress, Partition: l.PartitionOf(p.IntentID), Progress: p})
 }
 
 func (l *Log) append(rec api.Record) {
@@ -110,7 +124,7 @@ func (f *Feed) CatchUp() {
 			rec api.Record
 			ok  bool
 		)
-		for k := 0; k < 2 && !ok; k++ {
+		for k := 0; k < streams && !ok; k++ {
 			for p := 0; p < f.log.partitions && !ok; p++ {
 				if n := f.next[k][p]; n < int64(len(f.log.records[k][p])) {
 					rec, ok = f.log.records[k][p][n], true
@@ -122,10 +136,13 @@ func (f *Feed) CatchUp() {
 		if !ok {
 			return
 		}
-		if rec.Stream == api.StreamResults {
-			f.results.AddResult(rec.Partition, rec.Offset, rec.Result)
-		} else {
-			f.results.AddTimeout(rec.Partition, rec.Offset, rec.Timeout)
+		switch rec.Stream {
+		case api.StreamResults:
+			f.order.Result(rec.Partition, rec.Offset, rec.Result)
+		case api.StreamTimeouts:
+			f.order.Timeout(rec.Partition, rec.Offset, rec.Timeout)
+		default:
+			f.order.Progress(rec.Partition, rec.Offset, rec.Progress)
 		}
 	}
 }
@@ -135,7 +152,7 @@ func (f *Feed) CatchUp() {
 func (l *Log) DeleteBefore(pos api.Position) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, offs := range [][]int64{pos.Results, pos.Timeouts} {
+	for k, offs := range [][]int64{pos.Results, pos.Timeouts, pos.Progress} {
 		for p, off := range offs {
 			l.earliest[k][p] = max(l.earliest[k][p], off)
 		}
@@ -146,17 +163,20 @@ func (l *Log) DeleteBefore(pos api.Position) {
 func (l *Log) Earliest(context.Context) (api.Position, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return api.Position{Results: slices.Clone(l.earliest[0]), Timeouts: slices.Clone(l.earliest[1])}, nil
+	return api.Position{Results: slices.Clone(l.earliest[0]), Timeouts: slices.Clone(l.earliest[1]), Progress: slices.Clone(l.earliest[2])}, nil
 }
 
-// Replay implements api.History. It replays the timeouts topic first, then
-// the results topic (Kafka gives no order across topics; this is the order
-// the router writes in).
+// Replay implements api.History. It replays the progress topic first, then
+// the timeouts topic, then the results topic (Kafka gives no order across
+// topics; this is the order the router writes in).
 func (l *Log) Replay(ctx context.Context, from, to api.Position, fn func(api.Record) error) error {
-	for k := 1; k >= 0; k-- {
+	for k := streams - 1; k >= 0; k-- {
 		offs, ends := from.Results, to.Results
-		if k == 1 {
+		switch k {
+		case 1:
 			offs, ends = from.Timeouts, to.Timeouts
+		case 2:
+			offs, ends = from.Progress, to.Progress
 		}
 		for p, start := range offs {
 			l.mu.Lock()

@@ -1,6 +1,7 @@
 // Switchboard console: streams results over the WebSocket API (resuming
 // with the last cursor after a drop), counts them by outcome, sends intents
-// and shows one intent's timeline. Plain JavaScript, no build step.
+// (following each one's progress live over Server-Sent Events) and shows one
+// intent's timeline. Plain JavaScript, no build step.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -147,13 +148,102 @@ async function send(ev) {
   if (session) body.session_id = session;
   subscribeType(type);
   try {
-    const res = await api("POST", "/v1/intents", JSON.stringify(body));
-    out.dataset.intentId = res.intent_id;
-    text(out, "sent " + res.intent_id);
+    await follow(JSON.stringify(body), (accepted) => {
+      out.dataset.intentId = accepted.intent_id;
+      text(out, "sent " + accepted.intent_id);
+    });
   } catch (e) {
     out.className = "error";
     text(out, e.code + ": " + e.message + (e.field ? " (" + e.field + ")" : ""));
   }
+}
+
+// --- following one intent: POST /v1/intents?stream=sse ---
+
+// follow publishes an intent and reads its event stream (fetch, not
+// EventSource, which cannot send the Authorization header): accepted, then
+// progress events, which the running panel shows as they come (a partial
+// {"text": ...} grows in place), then the result.
+async function follow(body, onAccepted) {
+  const auth = token() ? { Authorization: "Bearer " + token() } : {};
+  const resp = await fetch("/v1/intents?stream=sse", {
+    method: "POST", body, headers: Object.assign({ "Content-Type": "application/json", Accept: "text/event-stream" }, auth),
+  });
+  if (!resp.ok) {
+    let data = null;
+    try { data = await resp.json(); } catch (e) { /* not JSON */ }
+    const err = (data && data.error) || { code: "http_" + resp.status, message: resp.statusText };
+    throw Object.assign(new Error(err.message), err);
+  }
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "", card = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let event = "", data = "";
+      block.split("\n").forEach((line) => {
+        if (line.startsWith("event: ")) event = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      });
+      if (!event || !data) continue; // a comment (keepalive)
+      const v = JSON.parse(data);
+      if (event === "accepted") { onAccepted(v); card = runningCard(v.intent_id); }
+      else if (event === "progress" && card) showProgress(card, v);
+      else if (event === "result" && card) showDone(card, v);
+      else if (event === "error" && card) { card.dataset.state = "error"; text(card.querySelector(".message"), v.code + ": " + v.message); }
+    }
+  }
+}
+
+function runningCard(id) {
+  const card = document.createElement("div");
+  card.className = "running";
+  card.dataset.intentId = id;
+  card.dataset.state = "running";
+  const head = text(document.createElement("div"), id);
+  head.className = "id";
+  const bar = document.createElement("progress");
+  bar.max = 1;
+  const message = document.createElement("span");
+  message.className = "message";
+  const partial = document.createElement("pre");
+  partial.className = "partial";
+  card.append(head, bar, message, partial);
+  const box = $("running");
+  box.insertBefore(card, box.firstChild);
+  while (box.children.length > 20) box.removeChild(box.lastChild);
+  return card;
+}
+
+function showProgress(card, p) {
+  card.dataset.sequence = p.sequence;
+  const bar = card.querySelector("progress");
+  if (typeof p.progress === "number") {
+    bar.max = typeof p.total === "number" && p.total > 0 ? p.total : 1;
+    bar.value = p.progress;
+  }
+  if (p.message) text(card.querySelector(".message"), p.message);
+  if (p.partial === undefined) return;
+  const pre = card.querySelector(".partial");
+  if (p.partial && typeof p.partial.text === "string") {
+    pre.textContent += p.partial.text; // a text delta: the answer grows in place
+  } else {
+    pre.textContent = JSON.stringify(p.partial);
+  }
+}
+
+function showDone(card, r) {
+  card.dataset.state = "done";
+  card.dataset.outcome = r.outcome;
+  text(card.querySelector(".message"), r.outcome);
+  const bar = card.querySelector("progress");
+  bar.max = 1;
+  bar.value = 1;
 }
 
 async function showIntent(id) {

@@ -19,7 +19,7 @@ func TestSessionCancelNotification(t *testing.T) {
 	bctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	waitFor(t, func() bool { return len(h.pub.Requests()) == 1 }) // its body is read
-	if err := h.clock.BlockUntilContext(bctx, 1); err != nil { // the call waits
+	if err := h.clock.BlockUntilContext(bctx, 1); err != nil {    // the call waits
 		t.Fatal(err)
 	}
 	h.post(keyAcme, sessionHdr(sid), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user gave up"}}`)

@@ -1,5 +1,11 @@
 package mcp
 
+import (
+	"sync"
+
+	"github.com/switchboard-mcp/switchboard/api"
+)
+
 // Progress is one progress report of an intent's agent: how far it is
 // (Progress, increasing), out of Total when known (0: unknown), and a
 // message for people.
@@ -19,9 +25,8 @@ type Progress struct {
 // called; after stop returns, f is not called again. It must not block on
 // f's caller, and must be safe for concurrent use.
 //
-// Today no implementation reaches the API (agents' progress messages stay
-// in the router); the Kafka source comes with the progress stream (issue
-// 18). Tests use a fake.
+// [WatchProgress] implements it on the API's [api.Results], which the
+// progress topic feeds.
 type ProgressSource interface {
 	SubscribeProgress(tenant, intentID string, f func(Progress)) (stop func())
 }
@@ -30,3 +35,65 @@ type ProgressSource interface {
 type noProgress struct{}
 
 func (noProgress) SubscribeProgress(string, string, func(Progress)) func() { return func() {} }
+
+// WatchProgress is the ProgressSource of an [api.Results] fed from the
+// progress topic: each subscription is an [api.Watch] of the intent, read by
+// a goroutine of its own until the result, an overflow or stop.
+type WatchProgress struct{ Results *api.Results }
+
+// watchBuffer is how many progress records a subscription holds for its
+// reader; a reader further behind loses the rest of the intent's progress
+// (the call still gets its result).
+const watchBuffer = 256
+
+// SubscribeProgress implements [ProgressSource]. The reported progress is
+// the agent's own figure when it gives one and never goes back (MCP asks
+// for increasing values), else the record's sequence number.
+func (wp WatchProgress) SubscribeProgress(tenant, intentID string, f func(Progress)) func() {
+	var scope *string
+	if tenant != "" {
+		scope = &tenant
+	}
+	w := wp.Results.Watch(scope, intentID, watchBuffer)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		last := 0.0
+		for {
+			select {
+			case <-done:
+				return
+			case ev, ok := <-w.Events():
+				if !ok || ev.Progress == nil {
+					return
+				}
+				p := ev.Progress
+				r := Progress{Progress: float64(p.Sequence)}
+				if p.Progress != nil {
+					r.Progress = *p.Progress
+				}
+				if p.Total != nil {
+					r.Total = *p.Total
+				}
+				if p.Message != nil {
+					r.Message = *p.Message
+				}
+				if r.Progress <= last {
+					r.Progress = last // never backwards; sent anyway for its message
+				}
+				last = r.Progress
+				f(r)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			w.Close()
+			wg.Wait()
+		})
+	}
+}

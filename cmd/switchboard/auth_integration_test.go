@@ -27,6 +27,7 @@ topics:
   requests: %[1]s.request
   responses: %[1]s.response
   timeouts: %[1]s.timeout
+  progress: %[1]s.progress
   results: %[1]s.result
   dead_letter: %[1]s.dlq
   pending: %[1]s.pending

@@ -257,6 +257,7 @@ topics:
   responses: bench.%[1]s.agent.response
   results: bench.%[1]s.intent.result
   timeouts: bench.%[1]s.intent.timeout
+  progress: bench.%[1]s.intent.progress
   dead_letter: bench.%[1]s.intent.dlq
   pending: bench.%[1]s.router.pending
   fallback_cache: bench.%[1]s.fallback.cache

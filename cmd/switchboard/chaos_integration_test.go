@@ -212,6 +212,7 @@ topics:
   responses: %[1]s.agent.response
   results: %[1]s.intent.result
   timeouts: %[1]s.intent.timeout
+  progress: %[1]s.intent.progress
   dead_letter: %[1]s.intent.dlq
   pending: %[1]s.router.pending
   fallback_cache: %[1]s.fallback.cache

@@ -138,4 +138,36 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	if got := strings.Join(events, ","); got != "received,dispatched,answered,resolved" {
 		t.Fatalf("timeline = %s, want received,dispatched,answered,resolved", got)
 	}
+
+	// The writer streams its answer: the running card shows progress
+	// before the result, and the partial text grows into the answer.
+	var midway, final string
+	within("follow a streaming intent", func(ctx context.Context) error {
+		err := chromedp.Do(ctx,
+			chromedp.SetValue(css("#intent-type"), "write"),
+			chromedp.SetValue(css("#payload"), `{"text":"tokens arrive one by one","words":10,"delay_ms":120}`),
+			chromedp.Click(css("#send")),
+			chromedp.WaitVisible(css(`.running[data-state="running"][data-sequence]`)),
+		)
+		if err != nil {
+			return err
+		}
+		id, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`.running[data-state="running"][data-sequence]`), "data-intent-id"))
+		if err != nil {
+			return err
+		}
+		card := `.running[data-intent-id="` + id.Value + `"]`
+		if midway, err = chromedp.Run(ctx, chromedp.Text(css(card+` .partial`))); err != nil {
+			return err
+		}
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(css(card+`[data-state="done"][data-outcome="answered"]`))); err != nil {
+			return err
+		}
+		final, err = chromedp.Run(ctx, chromedp.Text(css(card+` .partial`)))
+		return err
+	})
+	want := "tokens arrive one by one tokens arrive one by one"
+	if final != want || midway == "" || !strings.HasPrefix(want, midway) || midway == want {
+		t.Fatalf("streamed text: midway %q, final %q; want a prefix growing into %q", midway, final, want)
+	}
 }

@@ -32,7 +32,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Run all of Switchboard on this machine with no Kafka installed: an embedded
 Kafka-protocol broker, a Schema Registry, the router (writing Avro), the HTTP
 and WebSocket API, and a demo agent for each configured agent ("slow" answers
-after one second, "failing" fails every intent, the others answer at once). Any Kafka client (kcat, Python, Java)
+after one second, "failing" fails every intent, "writer" writes its answer
+word by word as progress, the others answer at once). Any Kafka client (kcat, Python, Java)
 can reach the broker and the registry. Everything lives in memory and is gone
 when you stop it (Ctrl-C).
 
@@ -105,17 +106,10 @@ and JWTs locally.`, `  switchboard dev
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			delay, errorRate := time.Duration(0), 0.0
-			switch name {
-			case "slow":
-				delay = slowDelay
-			case "failing":
-				errorRate = 1 // every intent fails: agent_error
-			}
 			a, err := client.NewAgent(client.AgentConfig{
 				Name: name, Topic: cfg.Agents[name].Topic, GroupID: cfg.Agents[name].GroupID, ResponsesTopic: cfg.Topics.Responses,
 				Kafka: settingsOf(cfg, "switchboard-agent-"+name), Codec: n.codec, Logger: log,
-			}, client.DemoHandler(name, delay, errorRate, nil))
+			}, devHandler(name))
 			if err != nil {
 				cancel()
 				wg.Wait()
@@ -137,6 +131,20 @@ and JWTs locally.`, `  switchboard dev
 	}
 	wg.Wait()
 	return nodeErr
+}
+
+// devHandler is the demo agent of each agent name: "writer" streams its
+// answer word by word, "slow" answers after slowDelay, the others at once.
+func devHandler(name string) client.Handler {
+	switch name {
+	case "writer":
+		return client.WriterHandler(name, nil)
+	case "slow":
+		return client.DemoHandler(name, slowDelay, 0, nil)
+	case "failing":
+		return client.DemoHandler(name, 0, 1, nil) // every intent fails: agent_error
+	}
+	return client.DemoHandler(name, 0, 0, nil)
 }
 
 func printDevBanner(w io.Writer, cfg *config.Config, httpAddr string, cluster *embedded.Cluster, askedPort int, authOn bool) {
@@ -164,7 +172,7 @@ Switchboard dev is running.
   WebSocket          ws://%s/v1/stream
   MCP                http://%s/mcp   (every intent type is a tool; stdio: switchboard mcp --url http://%s/mcp)
   Authentication     %s
-  demo agents        %d (slow answers after %s)
+  demo agents        %d (slow answers after %s; writer streams)
 
 Try, in another terminal:
   switchboard send --type echo --payload '{"q":1}' --wait 5s%s
@@ -174,6 +182,11 @@ Try, in another terminal:
   curl -s -XPOST 'http://%s/v1/intents?wait=5s'%s -d '{"intent_type":"echo","payload":{"hello":"world"}}'
   switchboard tail --topic results%s
 
+Streaming (the writer agent writes its answer word by word, as progress):
+  switchboard send --type write --payload '{"words":20}' --follow%s
+  curl -N -XPOST 'http://%s/v1/intents?stream=sse'%s -d '{"intent_type":"write","payload":{"delay_ms":150}}'
+  open http://%s/ and send a write intent: its text grows in place
+
 Context (fraud_check attaches the snapshot of its context_ref):
   switchboard context publish --entity user-1 --features '{"clicks_5m":3,"spend_1h":42.5}'%s
   curl -s%s http://%s/v1/contexts/user-1
@@ -182,5 +195,8 @@ Context (fraud_check attaches the snapshot of its context_ref):
      the result's timeline names the snapshot's version)
 
 Stop with Ctrl-C.
-`, cluster.Bootstrap(), reg, httpAddr, httpAddr, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay, brokers, brokers, httpAddr, header, brokers, brokers, header, httpAddr, brokers)
+`, cluster.Bootstrap(), reg, httpAddr, httpAddr, httpAddr, httpAddr, auth, len(cfg.Agents), slowDelay,
+		brokers, brokers, httpAddr, header, brokers,
+		brokers, httpAddr, header, httpAddr,
+		brokers, header, httpAddr, brokers)
 }

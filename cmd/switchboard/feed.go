@@ -16,50 +16,74 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// resultsFeed feeds the API's view from the results and timeouts topics:
-// every partition of both, no consumer group, so every instance sees every
-// result and can serve any client. It is also the API's History: a stream
-// client that resumes is replayed from the same topics.
+// resultsFeed feeds the API's view from the results, timeouts and progress
+// topics: every partition of each, no consumer group, so every instance sees
+// every result and can serve any client. Records go through an api.Feed,
+// which puts each intent's progress before its result. It is also the API's
+// History: a stream client that resumes, and an event stream's replay, read
+// the same topics.
 type resultsFeed struct {
-	kafka    kafkaio.Settings
-	codec    *schemas.Codec
-	results  *api.Results
-	log      *slog.Logger
-	topicRes string
-	topicTO  string
+	kafka     kafkaio.Settings
+	codec     *schemas.Codec
+	results   *api.Results
+	order     *api.Feed
+	log       *slog.Logger
+	topicRes  string
+	topicTO   string
+	topicProg string
 }
 
 var _ api.History = (*resultsFeed)(nil)
 
-// run reads both topics from their ends until ctx ends.
+// run reads the topics from their ends until ctx ends (and releases the
+// results the api.Feed holds for too long meanwhile).
 func (f *resultsFeed) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_ = f.order.Run(ctx) // returns nil when ctx ends
+	}()
+	defer func() { <-released }() // after cancel: Run returns at once
 	ready := func(start kafkaio.Offsets) {
-		f.results.Begin(api.Position{Results: start[f.topicRes], Timeouts: start[f.topicTO]})
+		f.order.Begin(api.Position{Results: start[f.topicRes], Timeouts: start[f.topicTO], Progress: start[f.topicProg]})
 	}
-	return kafkaio.FollowLive(ctx, f.kafka, []string{f.topicRes, f.topicTO}, ready, func(rec *router.Record) error {
+	return kafkaio.FollowLive(ctx, f.kafka, f.topics(), ready, func(rec *router.Record) error {
 		r := f.decode(rec)
-		if r.Stream == api.StreamResults {
-			f.results.AddResult(r.Partition, r.Offset, r.Result)
-		} else {
-			f.results.AddTimeout(r.Partition, r.Offset, r.Timeout)
+		switch r.Stream {
+		case api.StreamResults:
+			f.order.Result(r.Partition, r.Offset, r.Result)
+		case api.StreamTimeouts:
+			f.order.Timeout(r.Partition, r.Offset, r.Timeout)
+		default:
+			f.order.Progress(r.Partition, r.Offset, r.Progress)
 		}
 		return nil
 	})
 }
 
-// decode turns a record of either topic into an api.Record; an
-// undecodable one has neither Result nor Timeout (its position still
-// counts).
+func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO, f.topicProg} }
+
+// decode turns a record of any of the topics into an api.Record; an
+// undecodable one has no record (its position still counts).
 func (f *resultsFeed) decode(rec *router.Record) api.Record {
 	out := api.Record{Partition: rec.Partition, Offset: rec.Offset, Stream: api.StreamResults}
 	var err error
-	if rec.Topic == f.topicTO {
+	switch rec.Topic {
+	case f.topicTO:
 		out.Stream = api.StreamTimeouts
 		var t schemas.IntentTimeout
 		if err = f.codec.Decode(rec.Value, &t); err == nil {
 			out.Timeout = &t
 		}
-	} else {
+	case f.topicProg:
+		out.Stream = api.StreamProgress
+		var p schemas.IntentProgress
+		if err = f.codec.Decode(rec.Value, &p); err == nil {
+			out.Progress = &p
+		}
+	default:
 		var res schemas.IntentResult
 		if err = f.codec.Decode(rec.Value, &res); err == nil {
 			out.Result = &res
@@ -73,18 +97,18 @@ func (f *resultsFeed) decode(rec *router.Record) api.Record {
 
 // Earliest implements api.History.
 func (f *resultsFeed) Earliest(ctx context.Context) (api.Position, error) {
-	lows, err := kafkaio.LowWatermarks(ctx, f.kafka, []string{f.topicRes, f.topicTO})
+	lows, err := kafkaio.LowWatermarks(ctx, f.kafka, f.topics())
 	if err != nil {
 		return api.Position{}, err
 	}
-	return api.Position{Results: lows[f.topicRes], Timeouts: lows[f.topicTO]}, nil
+	return api.Position{Results: lows[f.topicRes], Timeouts: lows[f.topicTO], Progress: lows[f.topicProg]}, nil
 }
 
 // Replay implements api.History.
 func (f *resultsFeed) Replay(ctx context.Context, from, to api.Position, fn func(api.Record) error) error {
 	err := kafkaio.ReadRange(ctx, f.kafka,
-		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts},
-		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts},
+		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress},
+		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress},
 		func(rec *router.Record) error { return fn(f.decode(rec)) })
 	if errors.Is(err, kafkaio.ErrOffsetOutOfRange) {
 		return fmt.Errorf("%w: %v", api.ErrCursorExpired, err)

@@ -161,6 +161,7 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 
 	devContextWalkthrough(ctx, t, conn, httpAddr[1], send)
+	devStreamingWalkthrough(ctx, t, conn, httpAddr[1])
 
 	// A front end: POST without waiting, then subscribe over WebSocket.
 	resp, err := http.Post("http://"+httpAddr[1]+"/v1/intents", "application/json", strings.NewReader(`{"intent_type":"echo","payload":{"ws":true}}`))

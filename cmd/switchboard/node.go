@@ -160,15 +160,20 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 		return nil, err
 	}
 	n.results = api.NewResults(cfg.HTTP.Results, api.WithResultsMaxBytes(cfg.HTTP.ResultsMaxBytes))
+	order, err := api.NewFeed(n.results, api.FeedConfig{Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
 	n.feed = &resultsFeed{
-		kafka: n.kafka, codec: codec, results: n.results, log: log,
-		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts,
+		kafka: n.kafka, codec: codec, results: n.results, order: order, log: log,
+		topicRes: cfg.Topics.Results, topicTO: cfg.Topics.Timeouts, topicProg: cfg.Topics.Progress,
 	}
 	catalog := catalogOf(cfg)
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
 		ep, err := mcp.New(mcp.Config{
-			Catalog: catalog, Publisher: n.pub, Results: n.results, Logger: log.With("component", "mcp"),
+			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results},
+			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
 		})

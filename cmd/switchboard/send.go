@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
@@ -17,7 +18,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("send", "--type T --payload JSON [flags]", `
 Publish one intent to the requests topic. Without --wait it prints the intent
 id; with --wait it waits for the intent's result and prints it as one JSON
-line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboard send --type echo --payload '{"q":1}' --wait 5s
+line (exit 0), or fails when no result arrives in time (exit 1). With
+--follow it also prints the agent's progress as it comes, one line each
+(progress <sequence> [<progress>/<total>] [<message>] [<partial>]), before
+the result.`, `  switchboard send --type echo --payload '{"q":1}' --wait 5s
+  switchboard send --type write --payload '{"words":12,"delay_ms":100}' --follow
   switchboard send --type fraud_check --payload '{"amount":1}' --context-ref user-1 --wait 5s
   switchboard send --config prod.yaml --type summarize --payload @doc.json --session s-42`, stderr)
 	typ := fs.String("type", "", "the intent `type` (required)")
@@ -28,6 +33,7 @@ line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboar
 	tenant := fs.String("tenant", "", "the `tenant` the intent belongs to")
 	timeout := fs.Duration("timeout", 0, "ask for this `timeout` instead of the intent type's")
 	wait := fs.Duration("wait", 0, "wait up to this `duration` for the result and print it")
+	follow := fs.Bool("follow", false, "print the agent's progress, then the result (waits up to --wait, default 60s)")
 	c := connFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -36,6 +42,9 @@ line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboar
 		fmt.Fprintln(stderr, "--type is required")
 		fs.Usage()
 		return errUsage
+	}
+	if *follow && *wait <= 0 {
+		*wait = time.Minute
 	}
 	cfg, err := c.load()
 	if err != nil {
@@ -88,7 +97,13 @@ line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboar
 	}
 	wctx, wcancel := context.WithTimeout(ctx, *wait)
 	defer wcancel()
-	res, err := client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, req.IntentID, publish)
+	var res *schemas.IntentResult
+	if *follow {
+		res, err = client.Follow(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, cfg.Topics.Progress, req.IntentID, publish,
+			func(p *schemas.IntentProgress) { fmt.Fprintln(stdout, progressLine(p)) })
+	} else {
+		res, err = client.Await(wctx, c.settings(cfg, "switchboard-send"), codec, cfg.Topics.Results, req.IntentID, publish)
+	}
 	if err != nil {
 		if errors.Is(err, client.ErrNoResult) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("no result for intent %s within %s (is the router running? try 'switchboard tail --topic dlq')", req.IntentID, *wait)
@@ -96,6 +111,26 @@ line (exit 0), or fails when no result arrives in time (exit 1).`, `  switchboar
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(res)
+}
+
+// progressLine is how send --follow prints one progress record:
+// progress <sequence> [<progress>/<total>] [<message>] [<partial>].
+func progressLine(p *schemas.IntentProgress) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "progress %d", p.Sequence)
+	switch {
+	case p.Progress != nil && p.Total != nil:
+		fmt.Fprintf(&b, " %g/%g", *p.Progress, *p.Total)
+	case p.Progress != nil:
+		fmt.Fprintf(&b, " %g", *p.Progress)
+	}
+	if p.Message != nil {
+		fmt.Fprintf(&b, " %s", *p.Message)
+	}
+	if p.Partial != nil {
+		fmt.Fprintf(&b, " %s", *p.Partial)
+	}
+	return b.String()
 }
 
 func flagOf(field string) string {

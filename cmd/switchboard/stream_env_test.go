@@ -38,6 +38,7 @@ type streamEnv struct {
 	prod     *kafkaio.Producer
 	results  string
 	timeouts string
+	progress string
 }
 
 func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
@@ -49,11 +50,12 @@ func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
 	prefix := "ws." + hex.EncodeToString(b)
 	e := &streamEnv{
 		t: t, ctx: ctx, kafka: kafkaio.Settings{Bootstrap: bootstrap, ClientID: "stream-test"},
-		results: prefix + ".results", timeouts: prefix + ".timeouts",
+		results: prefix + ".results", timeouts: prefix + ".timeouts", progress: prefix + ".progress",
 	}
 	if _, err := kafkaio.CreateTopics(ctx, e.kafka, []kafkaio.TopicSpec{
 		{Name: e.results, Partitions: 3, ReplicationFactor: 1},
 		{Name: e.timeouts, Partitions: 3, ReplicationFactor: 1},
+		{Name: e.progress, Partitions: 3, ReplicationFactor: 1},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +74,15 @@ func newStreamEnv(t *testing.T, bootstrap string) *streamEnv {
 func (e *streamEnv) instance() (*api.Server, *api.Results, string) {
 	e.t.Helper()
 	results := api.NewResults(10_000)
-	feed := &resultsFeed{
-		kafka: e.kafka, codec: e.codec, results: results, log: slog.New(slog.DiscardHandler),
-		topicRes: e.results, topicTO: e.timeouts,
-	}
 	reg := prometheus.NewRegistry()
+	order, err := api.NewFeed(results, api.FeedConfig{Registerer: reg})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	feed := &resultsFeed{
+		kafka: e.kafka, codec: e.codec, results: results, order: order, log: slog.New(slog.DiscardHandler),
+		topicRes: e.results, topicTO: e.timeouts, topicProg: e.progress,
+	}
 	srv, err := api.New(api.Config{Listen: "127.0.0.1:0", SendQueue: 4096}, &apitest.Publisher{}, results,
 		api.WithHistory(feed), api.WithRegisterer(reg), api.WithGatherer(reg), api.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -289,7 +295,7 @@ func testStreamResumePastRetention(t *testing.T, bootstrap string) {
 	msg := `{"resume":{"cursor":"` + start + `","subscriptions":[{"session_id":"r"}]}}`
 	_ = c2.WriteMessage(websocket.TextMessage, []byte(msg))
 	m := readStream(t, c2)
-	want := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2, end.Results[2] / 2}, Timeouts: []int64{0, 0, 0}}
+	want := api.Position{Results: []int64{end.Results[0] / 2, end.Results[1] / 2, end.Results[2] / 2}, Timeouts: []int64{0, 0, 0}, Progress: []int64{0, 0, 0}}
 	if m.Type != "error" || m.Error.Code != "cursor_expired" || m.Error.Earliest != want.String() {
 		t.Fatalf("got %+v, want cursor_expired with earliest %s", m, want)
 	}

@@ -14,13 +14,13 @@ import (
 )
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "--topic results|timeouts|dlq [flags]", `
-Print the records of the results, timeouts or dead-letter topic as they
+	fs := newFlags("tail", "--topic results|timeouts|progress|dlq [flags]", `
+Print the records of the results, timeouts, progress or dead-letter topic as they
 arrive, one line each, until Ctrl-C. Every partition is read, without joining
 a consumer group. With --json each line is the record as JSON (dead letters
 as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic results
   switchboard tail --topic dlq --from-beginning --json`, stderr)
-	topic := fs.String("topic", "results", "`results`, timeouts, dlq, or a topic name")
+	topic := fs.String("topic", "results", "`results`, timeouts, progress, dlq, or a topic name")
 	fromBeginning := fs.Bool("from-beginning", false, "start at the beginning of the topic, not its end")
 	asJSON := fs.Bool("json", false, "print each record as one JSON line")
 	c := connFlags(fs)
@@ -41,6 +41,8 @@ as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic 
 		name = cfg.Topics.Results
 	case "timeouts":
 		name = cfg.Topics.Timeouts
+	case "progress":
+		name = cfg.Topics.Progress
 	case "dlq", "dead_letter":
 		name, kind = cfg.Topics.DeadLetter, "dlq"
 	default:
@@ -49,6 +51,8 @@ as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic 
 			kind = "results"
 		case cfg.Topics.Timeouts:
 			kind = "timeouts"
+		case cfg.Topics.Progress:
+			kind = "progress"
 		case cfg.Topics.DeadLetter:
 			kind = "dlq"
 		}
@@ -73,6 +77,16 @@ as {"headers": {...}, "key": ..., "value": ...}).`, `  switchboard tail --topic 
 				answer = r.Error.Code + ": " + r.Error.Message
 			}
 			_, err := fmt.Fprintf(stdout, "%s  %-36s  %-16s %-16s %s\n", stamp(rec), r.IntentID, r.IntentType, r.Outcome, answer)
+			return err
+		case "progress":
+			var p schemas.IntentProgress
+			if err := codec.Decode(rec.Value, &p); err != nil {
+				return printRaw(stdout, rec, err)
+			}
+			if *asJSON {
+				return enc.Encode(&p)
+			}
+			_, err := fmt.Fprintf(stdout, "%s  %-36s  %s\n", stamp(rec), p.IntentID, progressLine(&p))
 			return err
 		case "timeouts":
 			var t schemas.IntentTimeout

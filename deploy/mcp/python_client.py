@@ -1,7 +1,8 @@
 """Checks Switchboard's /mcp with the official Python SDK (mcp, pinned in
 requirements.txt), as an MCP user would: list the tools with their
 schemas, call echo (answered), fraud_check (fallback, flagged), a call with
-an invalid argument (the schema error names the path), cancel a slow call,
+an invalid argument (the schema error names the path), a progress-sending
+agent (notifications/progress before the result), cancel a slow call,
 and create a task and get its result.
 
 Usage: python python_client.py http://127.0.0.1:8080/mcp
@@ -87,6 +88,18 @@ async def main():
             m = meta_of(res)
             check("fraud_check falls back, flagged", not res.is_error and m.get("fallback") is True
                   and m.get("outcome") == "fallback_static" and "review" in text_of(res), repr(res))
+
+            # A progress-sending agent: the writer streams words as progress.
+            reports = []
+
+            async def on_progress(progress, total, message):
+                reports.append((progress, total, message))
+
+            res = await client.call_tool("test_tool_with_progress", {"nonce": nonce}, progress_callback=on_progress)
+            values = [p for p, _, _ in reports]
+            check("progress notifications arrive before the result, increasing",
+                  not res.is_error and len(reports) >= 3 and values == sorted(values) and reports[-1][1]
+                  and "text" in json.dumps(res.structured_content or {}), f"{len(reports)} reports {reports[:3]} {res!r}")
 
             res = await client.call_tool("fraud_check", {"amount": -5, "nonce": nonce})
             check("an invalid argument is a tool error naming the path", res.is_error and "/amount" in text_of(res), repr(res))

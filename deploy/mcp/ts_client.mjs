@@ -36,6 +36,14 @@ check('echo is answered', !res.isError && res.structuredContent?.echo?.text === 
 res = await client.callTool({ name: 'fraud_check', arguments: { amount: 12, nonce } });
 check('fraud_check falls back, flagged', !res.isError && res._meta?.fallback === true && res._meta?.outcome === 'fallback_static', JSON.stringify(res));
 
+// A progress-sending agent: the writer streams words as progress.
+const reports = [];
+res = await client.callTool({ name: 'test_tool_with_progress', arguments: { nonce } }, undefined, { onprogress: (p) => reports.push(p), timeout: 60000 });
+const values = reports.map((p) => p.progress);
+check('progress notifications arrive before the result, increasing',
+  !res.isError && reports.length >= 3 && values.every((v, i) => i === 0 || v >= values[i - 1]) && reports.at(-1).total > 0,
+  `${reports.length} reports ${JSON.stringify(reports.slice(0, 3))} ${JSON.stringify(res)}`);
+
 res = await client.callTool({ name: 'fraud_check', arguments: { amount: -5, nonce } });
 check('an invalid argument is a tool error naming the path', res.isError && text(res).includes('/amount'), JSON.stringify(res));
 

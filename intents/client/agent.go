@@ -22,7 +22,8 @@ import (
 // ms) is when the caller stops waiting: a handler that should not work past it
 // wraps ctx with clockwork.WithDeadline. A handler that returns ErrNoAnswer
 // (or an error wrapping it) sends nothing: the intent is left to
-// Switchboard's timeout and fallback.
+// Switchboard's timeout and fallback. While it works, a handler may report
+// progress with Progress(ctx, ...).
 type Handler func(ctx context.Context, req *schemas.AgentRequest) (schemas.JSON, error)
 
 // ErrNoAnswer is what a Handler returns to send no response at all, as an
@@ -213,7 +214,9 @@ func (a *Agent) untrack(id string, c *call) {
 // serve runs the handler and sends its response, unless ctx ended meanwhile:
 // the agent is stopping, or the intent was cancelled.
 func (a *Agent) serve(ctx context.Context, req *schemas.AgentRequest) {
-	answer, err := a.h(ctx, req)
+	hctx, rep := a.withReporter(ctx, req)
+	answer, err := a.h(hctx, req)
+	rep.finish() // no progress after the answer (progress.go)
 	if ctx.Err() != nil || errors.Is(err, ErrNoAnswer) {
 		return
 	}

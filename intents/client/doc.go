@@ -1,7 +1,9 @@
 // Package client is how programs talk to Switchboard over Kafka: publish an
-// intent and wait for its result (Publisher, Await), and serve intents as an
-// agent (Agent). The command line's send and agent subcommands, the API and
-// the demo agents of 'switchboard dev' are built on it.
+// intent and wait for its result (Publisher, Await; Follow for its progress
+// too), and serve intents as an agent (Agent; a handler reports progress with
+// Progress). The command line's send and agent subcommands, the API and the
+// demo agents of 'switchboard dev' (DemoHandler, WriterHandler) are built on
+// it.
 //
 // Agents in other languages need none of this: they read AgentRequest records
 // from their topic and write AgentResponse records, keyed by the intent id, to

@@ -58,10 +58,13 @@ type Topics struct {
 	FallbackCache string `yaml:"fallback_cache"`
 	// ContextSnapshots is the compacted topic of per-entity context.
 	ContextSnapshots string `yaml:"context_snapshots"`
+	// Progress is where the router publishes agents' progress
+	// (IntentProgress), intent-keyed. Default "mcp.intent.progress".
+	Progress string `yaml:"progress"`
 
 	// Partitions is the partition count of every topic Switchboard creates,
 	// and the one count every intent-keyed topic must share (requests,
-	// responses, results, timeouts, pending, agents' topics), so that the
+	// responses, results, timeouts, progress, pending, agents' topics), so that the
 	// owner of a request also receives its response. Default 6.
 	Partitions int `yaml:"partitions"`
 	// ReplicationFactor of the topics Switchboard creates. Default 1.
@@ -145,6 +148,9 @@ type IntentType struct {
 	// ContextMaxAge is how old an attached snapshot may be and count as
 	// fresh. Default contexts.max_age.
 	ContextMaxAge Duration `yaml:"context_max_age"`
+	// Progress bounds the progress an agent may publish per intent
+	// (progress.go).
+	Progress Progress `yaml:"progress"`
 
 	// Tool is how the intent type is described to callers: MCP clients see
 	// it as a tool, and the API enforces its input_schema (tools.go).

@@ -170,6 +170,7 @@ const (
 	DefaultPending     = "mcp.router.pending"
 	DefaultFallback    = "mcp.fallback.cache"
 	DefaultSnapshots   = "mcp.context.snapshot"
+	DefaultProgress    = "mcp.intent.progress"
 	DefaultRetention   = 7 * 24 * 60 * 60e9
 	DefaultMaxMessage  = 1 << 20
 	DefaultPartitions  = 6
@@ -209,6 +210,7 @@ func (c *Config) setDefaults() {
 	def(&c.Topics.Pending, DefaultPending)
 	def(&c.Topics.FallbackCache, DefaultFallback)
 	def(&c.Topics.ContextSnapshots, DefaultSnapshots)
+	def(&c.Topics.Progress, DefaultProgress)
 	defD(&c.Topics.Retention, Duration(DefaultRetention))
 	defI(&c.Topics.MaxMessageBytes, DefaultMaxMessage)
 	defI(&c.Topics.Partitions, DefaultPartitions)
@@ -249,6 +251,7 @@ func (c *Config) setDefaults() {
 	}
 	c.setPressureDefaults()
 	c.setContextDefaults()
+	c.setProgressDefaults()
 }
 
 // ownedProperties are librdkafka settings the router sets itself: passing them
@@ -290,6 +293,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 		{"pending", c.Topics.Pending},
 		{"fallback_cache", c.Topics.FallbackCache},
 		{"context_snapshots", c.Topics.ContextSnapshots},
+		{"progress", c.Topics.Progress},
 	} {
 		if other, dup := topics[t.v]; dup {
 			add(fmt.Sprintf("topic %q is also topics.%s: each role needs its own topic", t.v, other), "topics", t.key)
@@ -383,6 +387,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	}
 	c.validatePressure(add)
 	c.validateContexts(add)
+	c.validateProgress(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

@@ -63,6 +63,7 @@ func (c *Config) TopicPlans() []TopicPlan {
 		base(t.Responses, "responses", true, false),
 		base(t.Results, "results", true, false),
 		base(t.Timeouts, "timeouts", true, false),
+		base(t.Progress, "progress", true, false),
 		base(t.Pending, "pending", true, true),
 		base(t.DeadLetter, "dead_letter", false, false),
 		base(t.FallbackCache, "fallback_cache", false, true),

@@ -29,6 +29,7 @@ topics:
   responses: %[1]s.response
   results: %[1]s.result
   timeouts: %[1]s.timeout
+  progress: %[1]s.progress
   dead_letter: %[1]s.dlq
   pending: %[1]s.pending
   fallback_cache: %[1]s.cache

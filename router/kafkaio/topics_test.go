@@ -30,6 +30,7 @@ topics:
   responses: %[1]s.resp
   results: %[1]s.res
   timeouts: %[1]s.to
+  progress: %[1]s.prog
   dead_letter: %[1]s.dlq
   pending: %[1]s.pending
   fallback_cache: %[1]s.cache
