@@ -95,6 +95,7 @@ topics:
   pending: %[1]s.router.pending
   fallback_cache: %[1]s.fallback.cache
   context_snapshots: %[1]s.context.snapshot
+  progress: %[1]s.intent.progress
   partitions: 6
   replication_factor: 3
 agents:

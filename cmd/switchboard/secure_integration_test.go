@@ -76,6 +76,7 @@ topics:
   pending: %[1]s.router.pending
   fallback_cache: %[1]s.fallback.cache
   context_snapshots: %[1]s.context.snapshot
+  progress: %[1]s.intent.progress
   partitions: 3
   replication_factor: %[4]d
 agents:

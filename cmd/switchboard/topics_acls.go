@@ -25,12 +25,12 @@ on a cluster with an authorizer, for the topics, groups and transactional
 ids of the configuration:
 
   --router  'serve''s router: its group, its topics (read requests and
-            responses; write results, timeouts, dead letters, the pending
-            changelog, the fallback cache, agents' topics), its
+            responses; write results, timeouts, progress, dead letters, the
+            pending changelog, the fallback cache, agents' topics), its
             transactional ids (exactly_once), the agents' lag
   --api     'serve''s API side, and send, cancel and tail: write requests,
-            read results and timeout events. 'serve' runs both in one
-            process: give its principal --router and --api
+            read results, timeout events and progress. 'serve' runs both
+            in one process: give its principal --router and --api
   --agent   an agent: read its own topic in its own group, write responses
 
 A principal is type:name, e.g. User:router (SASL: User:<sasl.username>).

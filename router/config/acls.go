@@ -94,6 +94,7 @@ func (c *Config) ACLs(p Principals) ([]ACL, error) {
 		for _, name := range []string{t.Results, t.Timeouts, t.DeadLetter} {
 			topic(r, name, ACLWrite, "the router's outputs")
 		}
+		topic(r, t.Progress, ACLWrite, "agents' progress, republished as IntentProgress")
 		for _, n := range agentNames {
 			a := c.Agents[n]
 			topic(r, a.Topic, ACLWrite, "dispatching to agent "+n)
@@ -122,6 +123,7 @@ func (c *Config) ACLs(p Principals) ([]ACL, error) {
 		topic(a, t.Requests, ACLWrite, "submitting and cancelling intents")
 		topic(a, t.Results, ACLRead, "results for callers, streams and resumes")
 		topic(a, t.Timeouts, ACLRead, "timeout events for streams and resumes")
+		topic(a, t.Progress, ACLRead, "progress for streams, watches and send --follow")
 	}
 	names := make([]string, 0, len(p.Agents))
 	for n := range p.Agents {

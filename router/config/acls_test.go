@@ -10,7 +10,7 @@ import (
 )
 
 const aclYAML = `kafka: {group_id: sb}
-topics: {requests: req, responses: resp, results: res, timeouts: to, dead_letter: dlq, pending: pend, fallback_cache: fb, context_snapshots: ctx%s}
+topics: {requests: req, responses: resp, results: res, timeouts: to, dead_letter: dlq, pending: pend, fallback_cache: fb, context_snapshots: ctx, progress: prog%s}
 agents:
   a: {topic: a.req, group_id: ga}
   b: {}
@@ -43,18 +43,18 @@ func TestACLsAreWhatEachPrincipalNeeds(t *testing.T) {
 	got := rules(acls)
 	want := []string{
 		"User:agent-a Read Group/Literal/ga", "User:agent-a Read Topic/Literal/a.req", "User:agent-a Write Topic/Literal/resp",
-		"User:api Read Topic/Literal/res", "User:api Read Topic/Literal/to", "User:api Write Topic/Literal/req",
+		"User:api Read Topic/Literal/res", "User:api Read Topic/Literal/to", "User:api Read Topic/Literal/prog", "User:api Write Topic/Literal/req",
 		"User:r Describe Group/Literal/ga", "User:r Describe Group/Literal/switchboard-agent-b",
 		"User:r Read Group/Literal/sb",
 		"User:r Read Topic/Literal/a.req", "User:r Read Topic/Literal/ctx", "User:r Read Topic/Literal/fb",
 		"User:r Read Topic/Literal/mcp.agent.b.request", "User:r Read Topic/Literal/pend", "User:r Read Topic/Literal/req",
 		"User:r Read Topic/Literal/resp",
 		"User:r Write Topic/Literal/a.req", "User:r Write Topic/Literal/dlq", "User:r Write Topic/Literal/fb",
-		"User:r Write Topic/Literal/mcp.agent.b.request", "User:r Write Topic/Literal/pend", "User:r Write Topic/Literal/req",
+		"User:r Write Topic/Literal/mcp.agent.b.request", "User:r Write Topic/Literal/pend", "User:r Write Topic/Literal/prog", "User:r Write Topic/Literal/req",
 		"User:r Write Topic/Literal/res", "User:r Write Topic/Literal/resp", "User:r Write Topic/Literal/to",
 		"User:r Write TransactionalId/Prefixed/sb.",
 	}
-	for _, name := range []string{"req", "resp", "res", "to", "pend", "dlq", "fb", "ctx", "a.req", "mcp.agent.b.request"} {
+	for _, name := range []string{"req", "resp", "res", "to", "pend", "dlq", "fb", "ctx", "prog", "a.req", "mcp.agent.b.request"} {
 		want = append(want, "User:r DescribeConfigs Topic/Literal/"+name)
 	}
 	sort.Strings(want)
