@@ -122,10 +122,17 @@ type cluster struct {
 	admin             *kafka.AdminClient
 }
 
+// A node's start waits up to drillNodeReady for it to answer: on a host as
+// busy as the shared one, a restarted JVM took more than kafka.sh's 120 s.
+const drillNodeReady = 5 * time.Minute
+
 func (c *cluster) run(ctx context.Context, args ...string) error {
-	out, err := exec.CommandContext(ctx, c.script, append([]string{"cluster"}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kafka.sh cluster %s: %w\n%s", strings.Join(args, " "), err, out)
+	cmd := exec.CommandContext(ctx, c.script, append([]string{"cluster"}, args...)...)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("KAFKA_READY_TIMEOUT=%d", int(drillNodeReady.Seconds())))
+	out, err := cmd.CombinedOutput()
+	if err != nil { // one line, so that make drill's filter keeps kafka.sh's words and the node's log tail
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return fmt.Errorf("drill: kafka.sh cluster %s: %w: %s", strings.Join(args, " "), err, strings.Join(lines[max(0, len(lines)-15):], " | "))
 	}
 	return nil
 }

@@ -199,11 +199,28 @@ func TestSecureClusterApacheKafka(t *testing.T) {
 		t.Fatalf("send --wait as client: %v\n%s", err, out)
 	}
 	var res struct {
-		Outcome string          `json:"outcome"`
-		Answer  json.RawMessage `json:"answer"`
+		IntentID string          `json:"intent_id"`
+		Outcome  string          `json:"outcome"`
+		Answer   json.RawMessage `json:"answer"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(out)), &res); err != nil || res.Outcome != "answered" || !strings.Contains(string(res.Answer), "secured") {
 		t.Fatalf("send --wait: want an answered result echoing the payload, got %q (%v)", out, err)
+	}
+	// The other commands reach the secured cluster through the same
+	// kafka.properties: cancel as the caller (Write on requests), context
+	// publish and dlq list as the admin (no principal of 'topics acls'
+	// writes context snapshots or reads dead letters).
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{as("client"), []string{"cancel", "--config", cfgPath, "--reason", "secured", res.IntentID}},
+		{asAdmin, []string{"context", "publish", "--config", cfgPath, "--entity", "e-secure", "--features", `{"clicks_5m": 3}`}},
+		{asAdmin, []string{"dlq", "list", "--config", cfgPath}},
+	} {
+		if out, err := run(c.env, c.args...); err != nil {
+			t.Errorf("%s on SASL_SSL: %v\n%s", strings.Join(c.args[:2], " "), err, out)
+		}
 	}
 	// A lag sample (router.lag_interval 1s) that found agent b's group
 	// missing, or failed: the router's Describe on the agents' groups is
