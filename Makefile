@@ -97,8 +97,9 @@ secure-check:
 # after it), then TestDrillThreeBrokers: two exactly_once routers and two agents under an
 # open-loop load (DRILL_RATE, default 500/s, 2 s timeouts) while one broker is SIGKILLed and
 # brought back, all three are restarted in turn, and a router is SIGKILLed; it prints one
-# 'drill:' report line. The cluster is stopped and purged whatever the drill did. About six
-# minutes on two cores (DRILL_* variables: see the test).
+# 'drill:' report line. The cluster is stopped and purged whatever the drill did. Its schedule
+# waits for the replicas after each restart: 21 minutes on the shared two-core host at load
+# average 33-74 (DRILL_* variables: see the test).
 DRILL_KAFKA_PORT ?= 19292
 drill:
 	@export KAFKA_PORT=$(DRILL_KAFKA_PORT) SWITCHBOARD_KAFKA_DIR=/tmp/switchboard-kafka-drill-$(DRILL_KAFKA_PORT); \
