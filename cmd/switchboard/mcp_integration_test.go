@@ -51,9 +51,9 @@ http:
 // once, and reads the task's result from the other instance: the intent's
 // partitions move to it, it restores the pending intent, pairs the agent's
 // answer and resolves it, and its tasks/get answers completed with the
-// result. What this does not prove yet (issue 17): tasks/get on the other
-// instance while the task is still pending (today it answers "unknown
-// task" until the result exists), and after a restart of every instance.
+// result. tasks/get of a task still pending on another instance, and after
+// restarts, go through the lookup store (issue 17):
+// TestMCPTasksAnsweredByAnyInstanceEmbedded and the lookup test on Kafka.
 func TestMCPTaskOnKafka(t *testing.T) {
 	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
 	if bootstrap == "" {
