@@ -160,7 +160,7 @@ check_agents() {
 		id=$("$sb" send "${sbflags[@]}" "${sendflags[@]}" --type "$n" --payload '{"steps":300,"delay_ms":100}' | jq -r .intent_id)
 		until_ok 60 bash -c "curl -sf '$api/v1/intents/$id/events' -H 'authorization: Bearer ${api_key:-}' --max-time 2 | grep -q '^event: progress'" ||
 			fail "$mode: $n: no progress for $id"
-		"$sb" cancel "${sbflags[@]}" --reason check "$id" >/dev/null || fail "$mode: cancel $id"
+		"$sb" cancel "${sbflags[@]}" "${sendflags[@]}" --reason check "$id" >/dev/null || fail "$mode: cancel $id"
 		until_ok 60 logged "$mode-$n" "cancelled $id (check)" || fail "$mode: $n did not stop $id on its cancel notice"
 	done
 	echo "examples-check: $mode: py-avro and ts-json stop on a cancel notice"
