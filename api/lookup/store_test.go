@@ -106,12 +106,16 @@ func (e *env) stop() {
 // waitFor waits for cond, failing the test after testTimeout.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(testTimeout)
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			e.t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(time.Millisecond) // polling a condition, not pacing the test
 	}
 }
 
