@@ -73,3 +73,34 @@ func (e *engine) encodeFailed(t *track, err error) {
 		t.failed = true
 	}
 }
+
+// replayOverRejection reports whether a request for an intent already known
+// (key) is an operator's replay from the dead-letter topic of an intent that
+// was rejected: then its rejection is forgotten (it is served, and its
+// result follows the rejected one) and prior is the key of its changelog
+// record, which the new intent's records replace.
+func (e *engine) replayOverRejection(rec *Record, key string) (prior string, ok bool) {
+	if !hasHeader(rec, HeaderReplayedFrom) {
+		return "", false
+	}
+	done, resolved := e.resolved.get(key)
+	if !resolved || done.outcome != schemas.OutcomeRejected {
+		return "", false
+	}
+	if e.resolved.delete(key) {
+		e.resolved.ids.remove(key)
+	}
+	if done.logKey == "" {
+		return key, true
+	}
+	return done.logKey, true
+}
+
+func hasHeader(rec *Record, key string) bool {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return true
+		}
+	}
+	return false
+}
