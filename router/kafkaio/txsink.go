@@ -40,7 +40,6 @@ type TxSink struct {
 // txLane is one transactional producer and its delivery-report reader.
 type txLane struct {
 	p  *kafka.Producer
-	w  *watch
 	wg sync.WaitGroup
 }
 
@@ -93,11 +92,15 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 	for key, v := range routerProducerSettings(k.settings) {
 		owned[key] = v
 	}
-	p, w, err := newProducer(k.settings, "transactional producer", owned)
+	cm, err := k.settings.configMapFor("producer", owned)
 	if err != nil {
 		return nil, err
 	}
-	l := &txLane{p: p, w: w}
+	p, err := kafka.NewProducer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: creating the transactional producer: %w", err)
+	}
+	l := &txLane{p: p}
 	// Delivery reports must be served while transactions commit; failures
 	// also fail the commit, so they are only counted here.
 	l.wg.Add(1)
@@ -116,15 +119,9 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 			}
 		}
 	}()
-	ictx, stop := w.bound(ctx)
-	err = p.InitTransactions(ictx)
-	stop()
-	if err != nil {
+	if err := p.InitTransactions(ctx); err != nil {
 		l.close()
-		if r := w.refusal(); r != nil {
-			return nil, r
-		}
-		return nil, refusedOr(k.settings.refusal(err, "Write", "transactional id "+txID), "kafkaio: initialising transactions for %s: %w", txID)
+		return nil, fmt.Errorf("kafkaio: initialising transactions for %s: %w", txID, err)
 	}
 	return l, nil
 }
@@ -132,7 +129,6 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 func (l *txLane) close() {
 	l.p.Close()
 	l.wg.Wait()
-	<-l.w.done
 }
 
 // Begin implements router.TxSink: the transaction goes to the other lane.

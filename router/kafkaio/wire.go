@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router"
@@ -37,7 +38,7 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 	}
 	if err != nil {
 		_ = source.Close()
-		return nil, nil, nil, "", refusedOr(err, "kafkaio: %w")
+		return nil, nil, nil, "", fmt.Errorf("kafkaio: %w", err)
 	}
 	opts = []router.Option{
 		router.WithRestorer(&Changelog{Settings: s, Topic: cfg.Topics.Pending, Codec: codec}),
