@@ -60,7 +60,7 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 	if err != nil {
 		return err
 	}
-	defer shutdownTraces(traces, log)
+	defer traces.Flush(log)
 	h := client.DemoHandler(*name, *delay, *errorRate, nil)
 	if *writer {
 		h = client.WriterHandler(*name, nil)
@@ -68,7 +68,7 @@ shows the same in a few lines of Python and kcat).`, `  switchboard agent --name
 	a, err := client.NewAgent(client.AgentConfig{
 		Name: *name, Topic: *topic, GroupID: group, ResponsesTopic: cfg.Topics.Responses, Concurrency: *concurrency,
 		Kafka: c.settings(cfg, "switchboard-agent-"+*name), Codec: codec, Logger: log,
-		TracerProvider: providerOrNil(traces),
+		TracerProvider: traces.OrNil(),
 	}, h)
 	if err != nil {
 		return err

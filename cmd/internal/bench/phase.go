@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,12 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/intents/client"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
@@ -87,15 +85,18 @@ func (t *rows) at(seq int64) *row {
 // groups, router or forwarders, agent, publisher and readers, so that runs
 // never mix. It owns every goroutine it starts.
 type phase struct {
-	kind   string
-	o      *benchOptions
-	cfg    *config.Config
-	codec  *schemas.Codec
-	kafka  kafkaio.Settings
-	id     string
-	stderr io.Writer
-	log    *slog.Logger
-	clock  clockwork.Clock
+	kind  string
+	o     *Options
+	cfg   *config.Config
+	codec *schemas.Codec
+	kafka kafkaio.Settings
+	// settingsOf builds a client's settings from a configuration (the
+	// command's wiring).
+	settingsOf func(*config.Config, string) kafkaio.Settings
+	id         string
+	stderr     io.Writer
+	log        *slog.Logger
+	clock      clockwork.Clock
 
 	epochUs int64 // unix µs of the phase's time zero, a whole millisecond
 	rows    rows
@@ -139,9 +140,11 @@ type phase struct {
 	statsStart, statsEnd clientStats  // at the load's start; after the drain
 }
 
-func newPhase(kind, id string, o *benchOptions, cfg *config.Config, codec *schemas.Codec, stderr io.Writer, log *slog.Logger) *phase {
+func newPhase(kind, id string, o *Options, cfg *config.Config, codec *schemas.Codec,
+	settingsOf func(*config.Config, string) kafkaio.Settings, stderr io.Writer, log *slog.Logger,
+) *phase {
 	ph := &phase{
-		kind: kind, o: o, cfg: cfg, codec: codec, kafka: settingsOf(cfg, "switchboard-bench"),
+		kind: kind, o: o, cfg: cfg, codec: codec, settingsOf: settingsOf, kafka: settingsOf(cfg, "switchboard-bench"),
 		id: id, stderr: stderr, log: log, clock: clockwork.NewRealClock(),
 		inflight: make(chan struct{}, 1<<16), stats: &brokerStats{},
 	}
@@ -155,7 +158,7 @@ func newPhase(kind, id string, o *benchOptions, cfg *config.Config, codec *schem
 	ph.kafka.Stats = ph.stats.add
 	now := ph.clock.Now()
 	ph.epochUs = (now.UnixMilli() - 1000) * 1000
-	pad := make([]byte, max(o.payloadBytes-40, 0))
+	pad := make([]byte, max(o.PayloadBytes-40, 0))
 	for i := range pad {
 		pad[i] = 'x'
 	}
@@ -227,7 +230,7 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 	if _, err := kafkaio.EnsureTopics(ctx, ph.kafka, plans, true); err != nil {
 		return fmt.Errorf("%w (is a Kafka broker running at %s? --embedded needs none)", err, ph.kafka.Bootstrap)
 	}
-	if !ph.o.keepTopics {
+	if !ph.o.KeepTopics {
 		defer ph.deleteTopics(plans)
 	}
 
@@ -277,8 +280,8 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 		if err != nil {
 			return err
 		}
-		defer shutdownTraces(traces, ph.log)
-		r, err := ph.newRouter(ctx, router.WithTracerProvider(providerOrNil(traces)))
+		defer traces.Flush(ph.log)
+		r, err := ph.newRouter(ctx, router.WithTracerProvider(traces.OrNil()))
 		if err != nil {
 			return err
 		}
@@ -302,7 +305,7 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 		return kafkaio.Tail(ctx, ph.kafka, ph.cfg.Topics.Results, true, func() { close(ready) }, ph.onResult)
 	})
 	part("sampler", ph.sample)
-	if pub, err = kafkaio.NewProducer(settingsOf(ph.cfg, "switchboard-bench-publisher")); err != nil {
+	if pub, err = kafkaio.NewProducer(ph.settingsOf(ph.cfg, "switchboard-bench-publisher")); err != nil {
 		return err
 	}
 
@@ -338,7 +341,7 @@ func (ph *phase) drain(ctx context.Context) {
 	if ph.results.Load() >= want {
 		return
 	}
-	limit := ph.o.timeout + 5*time.Second
+	limit := ph.o.Timeout + 5*time.Second
 	t := ph.clock.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	next := start.Add(time.Second)
@@ -372,11 +375,11 @@ func (ph *phase) expected() int64 {
 // ignoredSent counts the intents sent that ask the agent not to answer.
 func (ph *phase) ignoredSent() int64 {
 	var n int64
-	if ph.o.ignoreRate == 0 {
+	if ph.o.IgnoreRate == 0 {
 		return 0
 	}
 	for seq := range ph.released.Load() {
-		if r := ph.rows.at(seq); r != nil && r.sent.Load() > 0 && ignored(seq, ph.o.ignoreRate) {
+		if r := ph.rows.at(seq); r != nil && r.sent.Load() > 0 && ignored(seq, ph.o.IgnoreRate) {
 			n++
 		}
 	}
@@ -448,7 +451,7 @@ func (ph *phase) release(ctx context.Context, pub *kafkaio.Producer) func(seq in
 			return
 		}
 		ph.released.Add(1)
-		if ph.kind == phaseBaseline && ignored(seq, ph.o.ignoreRate) {
+		if ph.kind == phaseBaseline && ignored(seq, ph.o.IgnoreRate) {
 			ph.ignoredRel.Add(1)
 		}
 		ph.pubWG.Add(1)
@@ -462,7 +465,7 @@ func (ph *phase) release(ctx context.Context, pub *kafkaio.Producer) func(seq in
 
 func (ph *phase) publish(ctx context.Context, pub *kafkaio.Producer, seq int64, r *row) {
 	id := ph.id + "-" + strconv.FormatInt(seq, 10)
-	v, err := ph.intent(id, seq, ignored(seq, ph.o.ignoreRate))
+	v, err := ph.intent(id, seq, ignored(seq, ph.o.IgnoreRate))
 	if err == nil {
 		now := ph.clock.Now()
 		r.req.Store(ph.msTs(now.UnixMilli()))
@@ -595,187 +598,4 @@ func gaugeValues(g prometheus.Gatherer) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// benchAgent is a demo agent (client.DemoHandler: the service time, the
-// error rate and the payloads' ignore directives) that also notes when each
-// dispatch record was written and read and when each response was sent. It
-// reads and answers the way client.Agent does.
-type benchAgent struct {
-	ph      *phase
-	topic   string
-	prod    *kafkaio.Producer
-	handler client.Handler
-	sem     chan struct{}
-	wg      sync.WaitGroup
-}
-
-func (ph *phase) newAgent() (*benchAgent, error) {
-	prod, err := kafkaio.NewProducer(settingsOf(ph.cfg, "switchboard-bench-agent"))
-	if err != nil {
-		return nil, err
-	}
-	return &benchAgent{
-		ph: ph, topic: ph.cfg.Agents[benchIntentType].Topic, prod: prod,
-		handler: client.DemoHandler(benchIntentType, ph.o.serviceTime, ph.o.errorRate, ph.clock),
-		sem:     make(chan struct{}, 1<<17),
-	}, nil
-}
-
-func (a *benchAgent) run(ctx context.Context) error {
-	defer a.wg.Wait()
-	ph := a.ph
-	warned := false
-	return kafkaio.Consume(ctx, ph.kafka, ph.cfg.Kafka.GroupID+"-agent", []string{a.topic}, func(rec *router.Record) error {
-		now := ph.clock.Now()
-		r := ph.rowOf(rec.Key)
-		if r != nil {
-			r.disp.Store(ph.msTs(rec.TimestampMs))
-			r.dispSeen.Store(ph.us(now))
-		}
-		req, err := ph.dispatched(rec.Value)
-		if err != nil {
-			if !warned {
-				ph.log.Warn("bench agent: undecodable request skipped", "error", err)
-				warned = true
-			}
-			return nil
-		}
-		select {
-		case a.sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			defer func() { <-a.sem }()
-			a.serve(ctx, req, r)
-		}()
-		return nil
-	})
-}
-
-// dispatched decodes what the agent reads: an AgentRequest from the router,
-// or in the baseline the IntentRequest forwarded as it is.
-func (ph *phase) dispatched(value []byte) (*schemas.AgentRequest, error) {
-	if ph.kind == phaseBaseline {
-		var ir schemas.IntentRequest
-		if err := ph.codec.Decode(value, &ir); err != nil {
-			return nil, err
-		}
-		return &schemas.AgentRequest{IntentID: ir.IntentID, IntentType: ir.IntentType, Agent: benchIntentType, Payload: ir.Payload, Attempt: 1}, nil
-	}
-	var req schemas.AgentRequest
-	if err := ph.codec.Decode(value, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
-
-func (a *benchAgent) serve(ctx context.Context, req *schemas.AgentRequest, r *row) {
-	ph := a.ph
-	answer, err := a.handler(ctx, req)
-	if ctx.Err() != nil || errors.Is(err, client.ErrNoAnswer) {
-		return
-	}
-	now := ph.clock.Now()
-	ms := now.UnixMilli()
-	resp := &schemas.AgentResponse{RequestID: req.IntentID, Agent: benchIntentType, Status: schemas.StatusOK, ProducedAt: &ms}
-	if err != nil {
-		resp.Status = schemas.StatusError
-		resp.Error = &schemas.ErrorInfo{Code: "agent_error", Message: err.Error(), Retryable: true}
-	} else {
-		resp.Answer = &answer
-	}
-	value, err := ph.codec.Encode(ph.cfg.Topics.Responses, resp)
-	if err != nil {
-		ph.log.Warn("bench agent: encoding a response", "error", err)
-		return
-	}
-	if r != nil {
-		r.resp.Store(ph.msTs(ms))
-		r.respSent.Store(ph.us(now))
-	}
-	if err := a.prod.Send(ctx, ph.cfg.Topics.Responses, []byte(req.IntentID), value, nil, now); err != nil && ctx.Err() == nil {
-		ph.log.Warn("bench agent: answering", "intent_id", req.IntentID, "error", err)
-	}
-}
-
-// forwardedAt is the opaque of one forwarded record: the offset to store
-// once the copy is acknowledged.
-type forwardedAt struct {
-	tp   router.TopicPartition
-	next int64
-}
-
-// forward is the baseline's hop: a plain consume-produce loop from one topic
-// to another with the router's own consumer and producer (kafkaio.Source
-// and kafkaio.Sink, the at_least_once settings: offsets stored once the copy
-// is acknowledged, committed automatically). It copies key, value and
-// headers as they are.
-func (ph *phase) forward(ctx context.Context, groupSuffix, from, to string) error {
-	src, err := kafkaio.NewSource(ph.kafka, ph.cfg.Kafka.GroupID+groupSuffix, []string{from}, kafkaio.SourceOptions{})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = src.Close() }() // leaving the group: nothing to do about an error
-	sink, err := kafkaio.NewSink(ph.kafka, 10*time.Second)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = sink.Close() }() // undelivered copies only mean missing results, which the report shows
-	acksDone := make(chan struct{})
-	go func() {
-		defer close(acksDone)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case a := <-sink.Acks():
-				if f, ok := a.Opaque.(*forwardedAt); ok && a.Err == nil {
-					_ = src.StoreOffset(f.tp, f.next)
-				}
-			}
-		}
-	}()
-	defer func() { <-acksDone }()
-	for ctx.Err() == nil {
-		switch e := src.Poll(100).(type) {
-		case *router.Record:
-			out := &router.Output{Topic: to, Key: e.Key, Value: e.Value, Headers: e.Headers}
-			if err := sink.Produce(out, &forwardedAt{router.TopicPartition{Topic: e.Topic, Partition: e.Partition}, e.Offset + 1}); err != nil {
-				return fmt.Errorf("forwarding to %s: %w", to, err)
-			}
-		case *router.FatalError:
-			return e
-		}
-	}
-	return nil
-}
-
-// deleteTopics removes the phase's topics and consumer groups from the
-// cluster; a failure is only reported.
-func (ph *phase) deleteTopics(plans []config.TopicPlan) {
-	cm := kafka.ConfigMap{"bootstrap.servers": ph.kafka.Bootstrap, "enable.metrics.push": false}
-	for k, v := range ph.kafka.Properties {
-		cm[k] = v
-	}
-	a, err := kafka.NewAdminClient(&cm)
-	if err != nil {
-		fmt.Fprintf(ph.stderr, "bench: topics bench.%s.* were not deleted: %v\n", ph.id, err)
-		return
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names := make([]string, len(plans))
-	for i, p := range plans {
-		names[i] = p.Name
-	}
-	if _, err := a.DeleteTopics(ctx, names); err != nil {
-		fmt.Fprintf(ph.stderr, "bench: topics bench.%s.* were not deleted: %v\n", ph.id, err)
-	}
-	g := ph.cfg.Kafka.GroupID
-	_, _ = a.DeleteConsumerGroups(ctx, []string{g, g + "-agent", g + "-fwd-requests", g + "-fwd-responses"})
 }
