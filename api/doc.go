@@ -41,9 +41,12 @@
 //     [Results] from this instance's memory (lookup.go).
 //   - [Results]: this instance's memory of recent intents, known by
 //     (tenant, intent id) and bounded by count and bytes with eviction fair
-//     between tenants (store.go), the waiters of ?wait requests, the live
-//     counts, and the fan-out to WebSocket subscribers, whose frames flush
-//     shards write without blocking (flush.go, sendqueue.go, socket.go).
+//     between tenants (store.go), the waiters of ?wait requests
+//     (waiters.go), the live counts (agents.go), and the fan-out to
+//     WebSocket subscribers by one matching rule (filters.go: a
+//     subscriber's filters and the index that inverts them), whose frames
+//     flush shards write without blocking (flush.go, sendqueue.go,
+//     socket.go).
 //   - The bounds of every request: body size and read time on the injected
 //     clock, no waiting for a body an answer does not need (body.go);
 //     header size and time, idle connections (http.Server, set by Run).

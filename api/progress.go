@@ -25,10 +25,8 @@ import (
 
 // progressFanOut is Results' progress side. Guarded by Results.mu.
 type progressFanOut struct {
-	byIntent  map[string]map[*subscriber]struct{}
-	bySession map[string]map[*subscriber]struct{}
-	byType    map[string]map[*subscriber]struct{}
-	watches   map[string]map[*Watch]struct{}
+	index   // made on first use
+	watches map[string]map[*Watch]struct{}
 
 	// starts remembers where the progress of recent intents began (the
 	// first record the feed read), so that a watch that comes late can be
@@ -43,16 +41,6 @@ type progressFanOut struct {
 type progressMark struct {
 	partition int32
 	offset    int64
-}
-
-// progressSubs is a subscriber's progress subscriptions: the subset of its
-// subscriptions that asked for progress. Guarded by Results.mu.
-type progressSubs struct {
-	intents, sessions, types map[string]struct{}
-}
-
-func (ps *progressSubs) empty() bool {
-	return len(ps.intents) == 0 && len(ps.sessions) == 0 && len(ps.types) == 0
 }
 
 // AddProgress sends a progress record read at partition/offset of the
@@ -159,17 +147,7 @@ func (r *Results) unsubscribeProgress(s *subscriber, f subscription) {
 
 // unsubscribeAllProgress removes every progress subscription of s.
 func (r *Results) unsubscribeAllProgress(s *subscriber) {
-	pf, ps := &r.prog, &s.prog
-	for id := range ps.intents {
-		removeIndex(pf.byIntent, id, s)
-	}
-	for id := range ps.sessions {
-		removeIndex(pf.bySession, id, s)
-	}
-	for t := range ps.types {
-		removeIndex(pf.byType, t, s)
-	}
-	s.prog = progressSubs{}
+	r.prog.drop(s, &s.prog)
 }
 
 // endProgress ends s's progress subscription to an intent id whose result
@@ -183,19 +161,7 @@ func (r *Results) endProgress(s *subscriber, id string) {
 
 // wantsProgress reports whether s asked for the progress of p's intent.
 func (s *subscriber) wantsProgress(p *schemas.IntentProgress) bool {
-	ps := &s.prog
-	if ps.empty() {
-		return false
-	}
-	if _, ok := ps.intents[p.IntentID]; ok {
-		return true
-	}
-	if p.SessionID != nil {
-		if _, ok := ps.sessions[*p.SessionID]; ok {
-			return true
-		}
-	}
-	_, ok := ps.types[p.IntentType]
+	ok, _ := s.prog.match(p.IntentID, p.SessionID, p.IntentType)
 	return ok
 }
 

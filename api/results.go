@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -29,7 +28,7 @@ const DefaultResultsCapacity = 10_000
 type Results struct {
 	mu      sync.Mutex
 	st      *store
-	waiters map[intentKey][]*waiter
+	waiters waiters
 
 	// pos is where the feed stands: every record before it has been fanned
 	// out. cursor is its text, recomputed when stale.
@@ -39,20 +38,12 @@ type Results struct {
 
 	// seq numbers fan-outs so that a subscriber matched twice by one result
 	// (by intent id and by session, say) gets it once.
-	seq       uint64
-	byIntent  map[string]map[*subscriber]struct{} // one-shot: removed on delivery of the result
-	bySession map[string]map[*subscriber]struct{}
-	byType    map[string]map[*subscriber]struct{}
+	seq   uint64
+	index // its intent-id entries are one-shot: removed on delivery of the result
 
 	stats stats
 
 	prog progressFanOut // progress subscriptions and watches (progress.go, watch.go)
-}
-
-// waiter is one Wait (or ?wait request) for one intent's result.
-type waiter struct {
-	key intentKey
-	c   chan *schemas.IntentResult // buffered 1: Add never blocks on it
 }
 
 // sink receives encoded stream messages. deliver is called with Results.mu
@@ -64,12 +55,10 @@ type sink interface {
 // subscriber is one stream connection's registration. Its fields are guarded
 // by Results.mu.
 type subscriber struct {
-	sink     sink
-	seq      uint64
-	tenant   *string // when set, only this tenant's results (tenant.go)
-	intents  map[string]struct{}
-	sessions map[string]struct{}
-	types    map[string]struct{}
+	sink   sink
+	seq    uint64
+	tenant *string // when set, only this tenant's results (tenant.go)
+	filters
 
 	// replay is set while a resume replays history: live messages wait in
 	// it and go out after the replayed ones.
@@ -82,19 +71,16 @@ type subscriber struct {
 	// messages it is sent carry cursors.
 	positioned bool
 
-	prog progressSubs // the subscriptions that asked for progress (progress.go)
+	prog filters // the subscriptions that asked for progress (progress.go)
 }
 
 func newSubscriber(s sink) *subscriber {
-	return &subscriber{
-		sink:     s,
+	return &subscriber{sink: s, filters: filters{
 		intents:  map[string]struct{}{},
 		sessions: map[string]struct{}{},
 		types:    map[string]struct{}{},
-	}
+	}}
 }
-
-func (s *subscriber) count() int { return len(s.intents) + len(s.sessions) + len(s.types) }
 
 // ResultsOption sets an optional bound of [NewResults].
 type ResultsOption func(*resultsOptions)
@@ -131,12 +117,14 @@ func NewResults(capacity int, opts ...ResultsOption) *Results {
 		o.maxBytes = DefaultResultsMaxBytes
 	}
 	return &Results{
-		st:        newStore(capacity, max(o.maxBytes, MinResultsMaxBytes)),
-		waiters:   map[intentKey][]*waiter{},
-		byIntent:  map[string]map[*subscriber]struct{}{},
-		bySession: map[string]map[*subscriber]struct{}{},
-		byType:    map[string]map[*subscriber]struct{}{},
-		stats:     newStats(),
+		st:      newStore(capacity, max(o.maxBytes, MinResultsMaxBytes)),
+		waiters: map[intentKey][]*waiter{},
+		index: index{
+			byIntent:  map[string]map[*subscriber]struct{}{},
+			bySession: map[string]map[*subscriber]struct{}{},
+			byType:    map[string]map[*subscriber]struct{}{},
+		},
+		stats: newStats(),
 	}
 }
 
@@ -213,12 +201,7 @@ func (r *Results) add(res *schemas.IntentResult, hasPos bool, partition int32, o
 	e := r.st.getOrAdd(k)
 	e.res, e.hasPos, e.partition, e.offset = res, hasPos, partition, offset
 	r.st.grow(e, sizeOfResult(res))
-	if ws := r.waiters[k]; ws != nil {
-		for _, w := range ws {
-			w.c <- res
-		}
-		delete(r.waiters, k)
-	}
+	r.waiters.wake(k, res)
 	r.fanOut(e)
 	r.resultToWatches(e)
 }
@@ -412,61 +395,4 @@ func (r *Results) Get(tenant, intentID string) (*schemas.IntentResult, bool) {
 		return e.res, true
 	}
 	return nil, false
-}
-
-// Wait returns the result of tenant's intent intentID: at once if it is in
-// the store, else when Add brings it, or ctx's error when ctx ends first. The
-// check of the store and the registration of the waiter happen under one
-// lock, so a result added in between is never missed.
-func (r *Results) Wait(ctx context.Context, tenant, intentID string) (*schemas.IntentResult, error) {
-	res, w := r.await(intentKey{tenant, intentID})
-	if res != nil {
-		return res, nil
-	}
-	defer r.release(w)
-	select {
-	case res := <-w.c:
-		return res, nil
-	case <-ctx.Done():
-		select { // a result that landed at the same moment wins
-		case res := <-w.c:
-			return res, nil
-		default:
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// await returns the stored result of an intent or, if there is none yet, a
-// registered waiter that Add will wake. The caller must release the waiter.
-func (r *Results) await(k intentKey) (*schemas.IntentResult, *waiter) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e := r.st.get(k); e != nil && e.res != nil {
-		return e.res, nil
-	}
-	w := &waiter{key: k, c: make(chan *schemas.IntentResult, 1)}
-	r.waiters[k] = append(r.waiters[k], w)
-	return nil, w
-}
-
-// release unregisters a waiter if Add has not already woken it. It accepts nil.
-func (r *Results) release(w *waiter) {
-	if w == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ws := r.waiters[w.key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(r.waiters, w.key)
-	} else {
-		r.waiters[w.key] = ws
-	}
 }

@@ -406,17 +406,11 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if e := r.st.get(keyOf(res)); e != nil && e.res != nil && e.hasPos && (e.partition != rec.Partition || e.offset != rec.Offset) {
 			return nil
 		}
-		_, match := s.intents[res.IntentID]
-		if match {
+		match, byID := s.match(res.IntentID, res.SessionID, res.IntentType)
+		if byID {
 			delete(s.intents, res.IntentID)
 			removeIndex(r.byIntent, res.IntentID, s)
 			r.endProgress(s, res.IntentID)
-		}
-		if !match && res.SessionID != nil {
-			_, match = s.sessions[*res.SessionID]
-		}
-		if !match {
-			_, match = s.types[res.IntentType]
 		}
 		if !match {
 			return nil
@@ -431,14 +425,7 @@ func (r *Results) replayMessage(s *subscriber, rec Record, cur Position) []byte 
 		if !s.admitsTimeout(t) {
 			return nil
 		}
-		_, match := s.intents[t.IntentID]
-		if !match && t.SessionID != nil {
-			_, match = s.sessions[*t.SessionID]
-		}
-		if !match {
-			_, match = s.types[t.IntentType]
-		}
-		if !match {
+		if match, _ := s.match(t.IntentID, t.SessionID, t.IntentType); !match {
 			return nil
 		}
 		b, err := marshal(t)

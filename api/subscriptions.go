@@ -88,18 +88,7 @@ func (r *Results) unsubscribe(s *subscriber, f subscription) {
 func (r *Results) unsubscribeAll(s *subscriber) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id := range s.intents {
-		removeIndex(r.byIntent, id, s)
-	}
-	for id := range s.sessions {
-		removeIndex(r.bySession, id, s)
-	}
-	for t := range s.types {
-		removeIndex(r.byType, t, s)
-	}
-	clear(s.intents)
-	clear(s.sessions)
-	clear(s.types)
+	r.drop(s, &s.filters)
 	r.unsubscribeAllProgress(s)
 }
 
