@@ -9,8 +9,6 @@ type filters struct {
 
 func (f *filters) count() int { return len(f.intents) + len(f.sessions) + len(f.types) }
 
-func (f *filters) empty() bool { return f.count() == 0 }
-
 // match is the one rule by which a record of an intent (its id, session and
 // type) reaches a subscriber: it matches when the subscriber subscribed to
 // the intent's id, its session or its type. byID says the id matched (an
