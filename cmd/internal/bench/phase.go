@@ -575,27 +575,3 @@ func (ph *phase) sample(ctx context.Context) error {
 func (ph *phase) inFlight() int64 {
 	return ph.released.Load() - ph.ignoredRel.Load() - ph.results.Load()
 }
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		old := a.Load()
-		if v <= old || a.CompareAndSwap(old, v) {
-			return
-		}
-	}
-}
-
-// gaugeValues reads the gauges of g that have one series.
-func gaugeValues(g prometheus.Gatherer) map[string]float64 {
-	out := map[string]float64{}
-	mfs, err := g.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		if ms := mf.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
-			out[mf.GetName()] = ms[0].GetGauge().GetValue()
-		}
-	}
-	return out
-}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // brokerStats keeps the latest librdkafka statistics of each of a phase's
@@ -124,4 +127,28 @@ func (ph *phase) settleStats(ctx context.Context) clientStats {
 	case <-ph.clock.After(statsInterval + 100*time.Millisecond):
 	}
 	return ph.stats.total()
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// gaugeValues reads the gauges of g that have one series.
+func gaugeValues(g prometheus.Gatherer) map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := g.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if ms := mf.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
+			out[mf.GetName()] = ms[0].GetGauge().GetValue()
+		}
+	}
+	return out
 }
