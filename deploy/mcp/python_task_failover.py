@@ -147,16 +147,21 @@ async def result(client, task_id, nonce):
 
 async def main():
     step, url, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    async with httpx2.AsyncClient(headers=HEADERS, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http), extensions=[TasksExtension()]) as client:
-            if step == "create":
-                await create(client, args[0])
-            elif step == "pending":
-                await pending(client, args[0])
-            elif step == "result":
-                await result(client, args[0], args[1])
-            else:
-                check(f"step {step!r}", False, "unknown step: create, pending or result")
+    try:
+        async with httpx2.AsyncClient(headers=HEADERS, timeout=60) as http:
+            async with Client(streamable_http_client(url, http_client=http), extensions=[TasksExtension()]) as client:
+                if step == "create":
+                    await create(client, args[0])
+                elif step == "pending":
+                    await pending(client, args[0])
+                elif step == "result":
+                    await result(client, args[0], args[1])
+                else:
+                    check(f"step {step!r}", False, "unknown step: create, pending or result")
+    except Exception as e:  # one line, not the task group's traceback
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
+        check(f"the {step} step against {url}", False, f"{type(e).__name__}: {e}")
     print(f"python-task: {passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed or not passed else 0)
 

@@ -34,57 +34,61 @@ function check(name, ok, detail) {
 }
 
 const client = new Client({ name: 'ts-task-failover', version: '1' });
-await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+try {
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
 
-if (step === 'create') {
-  const [nonce] = args;
-  check('the SDK negotiated 2025-11-25', client.transport.protocolVersion === '2025-11-25', client.transport.protocolVersion);
-  let created;
-  const stream = client.experimental.tasks.callToolStream({ name: 'slow_job', arguments: { n: nonce } }, undefined, { task: { ttl: 600000 } });
-  for await (const m of stream) {
-    created = m;
-    break; // the task is created: its status and result are read from another instance
-  }
-  const task = created?.type === 'taskCreated' ? created.task : undefined;
-  const ok = typeof task?.taskId === 'string' && task.taskId.startsWith('mcp-') && task.status === 'working';
-  check('tools/call with params.task is answered at once with a working task', ok, JSON.stringify(created));
-  if (ok) console.log(`task ${task.taskId}`);
-} else if (step === 'pending') {
-  // The instance that created the task is gone: this one may need a moment
-  // to learn of it (its lookup store reads the topics), so an unknown task
-  // is asked again for a while.
-  const [taskId] = args;
-  let task, err;
-  for (const deadline = Date.now() + 60000; Date.now() < deadline;) {
-    try {
-      task = await client.experimental.tasks.getTask(taskId);
-      break;
-    } catch (e) {
-      if (!(e instanceof McpError)) throw e;
-      err = e;
-      await sleep(500);
+  if (step === 'create') {
+    const [nonce] = args;
+    check('the SDK negotiated 2025-11-25', client.transport.protocolVersion === '2025-11-25', client.transport.protocolVersion);
+    let created;
+    const stream = client.experimental.tasks.callToolStream({ name: 'slow_job', arguments: { n: nonce } }, undefined, { task: { ttl: 600000 } });
+    for await (const m of stream) {
+      created = m;
+      break; // the task is created: its status and result are read from another instance
     }
+    const task = created?.type === 'taskCreated' ? created.task : undefined;
+    const ok = typeof task?.taskId === 'string' && task.taskId.startsWith('mcp-') && task.status === 'working';
+    check('tools/call with params.task is answered at once with a working task', ok, JSON.stringify(created));
+    if (ok) console.log(`task ${task.taskId}`);
+  } else if (step === 'pending') {
+    // The instance that created the task is gone: this one may need a moment
+    // to learn of it (its lookup store reads the topics), so an unknown task
+    // is asked again for a while.
+    const [taskId] = args;
+    let task, err;
+    for (const deadline = Date.now() + 60000; Date.now() < deadline;) {
+      try {
+        task = await client.experimental.tasks.getTask(taskId);
+        break;
+      } catch (e) {
+        if (!(e instanceof McpError)) throw e;
+        err = e;
+        await sleep(500);
+      }
+    }
+    check('tasks/get on another instance knows the task, still working',
+      task?.taskId === taskId && task.status === 'working', task ? JSON.stringify(task) : `no answer in 60s: ${err}`);
+  } else if (step === 'result') {
+    const [taskId, nonce] = args;
+    let task;
+    for (const deadline = Date.now() + 120000; ;) {
+      task = await client.experimental.tasks.getTask(taskId);
+      if (terminal.includes(task.status) || Date.now() > deadline) break;
+      await sleep(task.pollInterval ?? 1000);
+    }
+    check('tasks/get on another instance: the task completed', task.status === 'completed', JSON.stringify(task));
+    const res = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
+    const want = { agent: 'slow', echo: { n: nonce } };
+    check("tasks/result: the agent's answer", !res.isError && isDeepStrictEqual(res.structuredContent, want),
+      `want structuredContent ${JSON.stringify(want)}, got ${JSON.stringify(res)}`);
+    check('tasks/result names its task', res._meta?.['io.modelcontextprotocol/related-task']?.taskId === taskId, JSON.stringify(res._meta));
+  } else {
+    check(`step ${step}`, false, 'unknown step: create, pending or result');
   }
-  check('tasks/get on another instance knows the task, still working',
-    task?.taskId === taskId && task.status === 'working', task ? JSON.stringify(task) : `no answer in 60s: ${err}`);
-} else if (step === 'result') {
-  const [taskId, nonce] = args;
-  let task;
-  for (const deadline = Date.now() + 120000; ;) {
-    task = await client.experimental.tasks.getTask(taskId);
-    if (terminal.includes(task.status) || Date.now() > deadline) break;
-    await sleep(task.pollInterval ?? 1000);
-  }
-  check('tasks/get on another instance: the task completed', task.status === 'completed', JSON.stringify(task));
-  const res = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
-  const want = { agent: 'slow', echo: { n: nonce } };
-  check("tasks/result: the agent's answer", !res.isError && isDeepStrictEqual(res.structuredContent, want),
-    `want structuredContent ${JSON.stringify(want)}, got ${JSON.stringify(res)}`);
-  check('tasks/result names its task', res._meta?.['io.modelcontextprotocol/related-task']?.taskId === taskId, JSON.stringify(res._meta));
-} else {
-  check(`step ${step}`, false, 'unknown step: create, pending or result');
+} catch (e) {
+  check(`the ${step} step against ${url}`, false, String(e)); // one line, not a stack
 }
 
-await client.close();
+await client.close().catch(() => {});
 console.log(`ts-task: ${passed} passed, ${failed} failed`);
 process.exit(failed || !passed ? 1 : 0);
