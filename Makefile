@@ -24,7 +24,7 @@ GOLANGCI_LINT ?= $(or $(shell command -v golangci-lint 2>/dev/null),$(shell $(GO
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules.
 PROMTOOL ?= $(shell command -v promtool 2>/dev/null)
 
-.PHONY: all build dev setup test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check examples-check
+.PHONY: all build dev setup test test-integration chaos check kafka-up kafka-down kafka-status lint lint-tools bench rules-test peer-bench mcp-check mcp-kafka-check examples-check
 
 all: build
 
@@ -87,6 +87,13 @@ rules-test:
 # Python and the TypeScript SDKs, installed pinned by deploy/mcp/install.sh.
 mcp-check: build
 	deploy/mcp/check.sh
+
+# Only the MCP SDKs' task failover on Apache Kafka (TestMCPClientsTaskFailoverOnKafka, part
+# of test-integration: the Python and TypeScript SDKs create a task, its instance is killed
+# with kill -9, they read the result from another), against the broker test-integration
+# would use; the clients are deploy/mcp/install.sh's (make setup).
+mcp-kafka-check:
+	$(MAKE) test-integration INTEGRATION_RUN=TestMCPClientsTaskFailoverOnKafka
 
 # The example agents and publishers in Python and TypeScript (deploy/examples/agents), and
 # the README's agent snippets, against 'switchboard dev' and against Apache Kafka (the
