@@ -67,4 +67,3 @@ func replaceOnce(t *testing.T, s, from, to string) string {
 	}
 	return s[:i] + to + s[i+len(from):]
 }
-
