@@ -24,7 +24,9 @@ func (h *harness) reload(yaml, delivery string) error {
 
 // An intent dispatched before a reload times out at the deadline and with
 // the fallback it was given; one after it, at the new ones.
-func TestReconfigureKeepsPendingDeadlines(t *testing.T) { both(t, testReconfigureKeepsPendingDeadlines) }
+func TestReconfigureKeepsPendingDeadlines(t *testing.T) {
+	both(t, testReconfigureKeepsPendingDeadlines)
+}
 
 func testReconfigureKeepsPendingDeadlines(t *testing.T, delivery string) {
 	h := start(t, testConfig, delivery)
