@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -38,7 +39,8 @@ const protocol2026 = "2026-07-28"
 // Config is what the endpoint needs: the catalog of intent types, where to
 // publish, where results arrive, and optional knobs.
 type Config struct {
-	// Catalog lists the intent types: each is a tool.
+	// Catalog lists the intent types: each is a tool. SetCatalog replaces
+	// it.
 	Catalog api.Catalog
 	// Publisher publishes intents and cancel records (the API's).
 	Publisher api.Publisher
@@ -91,6 +93,7 @@ type Endpoint struct {
 	server    *sdk.Server
 	calls     *callRegistry
 	versions  *sessionVersions
+	tools     atomic.Pointer[api.Catalog] // the intent types in force (catalog.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown: waiting calls end
@@ -144,11 +147,12 @@ func New(cfg Config) (*Endpoint, error) {
 		cfg.Version = "dev"
 	}
 	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions(), stopped: make(chan struct{})}
+	e.tools.Store(&cfg.Catalog)
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
 		Instructions: "Each tool is a Switchboard intent type: a call publishes an intent to Kafka and answers with its result. Long calls can be tasks (the task id is the intent id).",
 		Capabilities: &sdk.ServerCapabilities{
-			Tools:      &sdk.ToolCapabilities{},
+			Tools:      &sdk.ToolCapabilities{ListChanged: true}, // SetCatalog
 			Extensions: map[string]any{tasksExtension: map[string]any{}},
 		},
 	})
