@@ -38,12 +38,9 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		fs.Usage()
 		return errUsage
 	}
-	cfg, err := config.Load(*path)
+	cfg, hash, err := loadConfig(*path, *instance)
 	if err != nil {
 		return err
-	}
-	if *instance != "" {
-		cfg.Router.InstanceID = *instance
 	}
 	if err := checkServeAuth(cfg, *insecure); err != nil {
 		return err
@@ -56,7 +53,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, apiCfg, log)
+	n, err := newNode(cfg, apiCfg, log, &configFile{path: *path, instance: *instance, hash: hash})
 	if err != nil {
 		return err
 	}
@@ -65,7 +62,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	}
 	log.Info("switchboard serving", "config", *path, "kafka", cfg.Kafka.BootstrapServers, "http", cfg.HTTP.Listen,
 		"group", cfg.Kafka.GroupID, "instance", n.instanceID, "delivery", cfg.Router.Delivery,
-		"intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String(), "auth", cfg.HTTP.Auth.Mode)
+		"intent_types", len(cfg.Intents), "config_hash", hash, "encoding", n.codec.Encoding().String(), "auth", cfg.HTTP.Auth.Mode)
 	return n.run(ctx)
 }
 
