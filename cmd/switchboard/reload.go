@@ -112,6 +112,7 @@ func (rl *reloader) run(ctx context.Context) error {
 func (rl *reloader) reload(ctx context.Context) api.ReloadReport {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
+	start := time.Now()
 	cfg, hash, err := loadConfig(rl.path, rl.instance)
 	if err != nil {
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -141,7 +142,7 @@ func (rl *reloader) reload(ctx context.Context) api.ReloadReport {
 		rl.hash = hash
 	}
 	rl.reloads.WithLabelValues(api.ReloadApplied).Inc()
-	rl.log.Info("configuration reloaded", "file", rl.path, "hash", hash, "intent_types", len(cfg.Intents))
+	rl.log.Info("configuration reloaded", "file", rl.path, "hash", hash, "intent_types", len(cfg.Intents), "took", time.Since(start).Round(time.Millisecond))
 	return api.ReloadReport{Result: api.ReloadApplied, Hash: hash}
 }
 
