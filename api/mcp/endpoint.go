@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/api"
 )
@@ -79,6 +80,11 @@ type Config struct {
 	// the results memory's, or the lookup store's). Default DefaultTaskTTL.
 	TaskTTL time.Duration
 
+	// TracerProvider, when set, traces each tools/call that publishes an
+	// intent with a switchboard.intake span (tracing.go), as the HTTP API
+	// does. Nil: no spans (the caller's traceparent still travels on).
+	TracerProvider trace.TracerProvider
+
 	Clock   clockwork.Clock
 	Logger  *slog.Logger
 	Version string // the server's version in serverInfo
@@ -94,6 +100,7 @@ type Endpoint struct {
 	calls     *callRegistry
 	versions  *sessionVersions
 	tools     atomic.Pointer[api.Catalog] // the intent types in force (catalog.go)
+	tracer    trace.Tracer                // nil: no spans (tracing.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown: waiting calls end
@@ -148,6 +155,9 @@ func New(cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions(), stopped: make(chan struct{})}
 	e.tools.Store(&cfg.Catalog)
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer("github.com/switchboard-mcp/switchboard/api/mcp")
+	}
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
 		Instructions: "Each tool is a Switchboard intent type: a call publishes an intent to Kafka and answers with its result. Long calls can be tasks (the task id is the intent id).",

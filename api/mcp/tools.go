@@ -176,6 +176,7 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	if err := intents.Validate(ir); err != nil {
 		return invalidArguments(p.Name, err), nil
 	}
+	defer e.startIntake(req, ir, now).end() // tracing.go
 	res, wait, release := e.cfg.Results.Await(tenant, id)
 	defer release()
 	// Registered before publishing: a notifications/cancelled may follow

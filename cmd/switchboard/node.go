@@ -226,6 +226,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
+			TracerProvider: n.tracerProvider(),
 		})
 		if err != nil {
 			return nil, err
