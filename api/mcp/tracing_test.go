@@ -54,7 +54,7 @@ func TestToolsCallIntakeSpan(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range in.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		reqs := h.pub.Requests()
 		if len(reqs) != i+1 || reqs[i].Traceparent == nil {
