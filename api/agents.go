@@ -320,7 +320,7 @@ type intentTypeView struct {
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	live := s.results.snapshot(principalFrom(r.Context()), true)
 	out := []agentView{}
-	for _, a := range s.catalog.Agents {
+	for _, a := range s.catalog.Load().Agents {
 		v := agentView{AgentInfo: a, Configured: true, Counts: zeroCounts(live[a.Name])}
 		delete(live, a.Name)
 		out = append(out, v)
@@ -350,7 +350,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listIntentTypes(w http.ResponseWriter, r *http.Request) {
 	live := s.results.snapshot(principalFrom(r.Context()), false)
 	out := []intentTypeView{}
-	for _, t := range s.catalog.IntentTypes {
+	for _, t := range s.catalog.Load().IntentTypes {
 		out = append(out, intentTypeView{IntentTypeInfo: t, Configured: true, Counts: zeroCounts(live[t.Name])})
 		delete(live, t.Name)
 	}

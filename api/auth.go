@@ -75,6 +75,8 @@ type Key struct {
 	Tenant string
 	// SHA256 is the SHA-256 of the key.
 	SHA256 [32]byte
+	// Admin lets the key call the admin endpoints (POST /v1/admin/reload).
+	Admin bool
 }
 
 // JWTConfig verifies JWTs signed with HS256 (a shared secret) and/or RS256
@@ -96,6 +98,9 @@ type JWTConfig struct {
 	// TenantClaim is the claim holding the tenant (a non-empty string).
 	// Default DefaultTenantClaim.
 	TenantClaim string
+	// AdminClaim, if set, names a boolean claim: a token where it is true
+	// may call the admin endpoints (POST /v1/admin/reload).
+	AdminClaim string
 	// Leeway allows for clock skew on exp, nbf and iat.
 	Leeway time.Duration
 	// JWKSURL, if set, is where RS256 keys are fetched (a JWKS document,

@@ -32,6 +32,7 @@ type principal struct {
 	tenant string
 	name   string
 	method string // "api_key" or "jwt"
+	admin  bool   // may call the admin endpoints (reload.go)
 }
 
 type principalKey struct{}
@@ -64,17 +65,19 @@ func unauthorized(code, format string, args ...any) *authError {
 // authenticator checks credentials. It is immutable after newAuthenticator
 // and safe for concurrent use.
 type authenticator struct {
-	keys   []Key
-	jwt    *jwt.Parser // nil: JWTs are not accepted
-	hs256  []byte
-	rs256  jwt.VerificationKeySet
-	claim  string
-	public map[string]bool
-	jwks   *jwks // nil: no JWKS URL
+	keys  []Key
+	jwt   *jwt.Parser // nil: JWTs are not accepted
+	hs256 []byte
+	rs256 jwt.VerificationKeySet
+	claim string
+	// adminClaim is the JWT claim that makes a token an admin's ("": none).
+	adminClaim string
+	public     map[string]bool
+	jwks       *jwks // nil: no JWKS URL
 }
 
 func newAuthenticator(cfg AuthConfig, clock clockwork.Clock, log *slog.Logger) *authenticator {
-	a := &authenticator{keys: cfg.APIKeys, claim: cfg.JWT.TenantClaim, public: map[string]bool{}}
+	a := &authenticator{keys: cfg.APIKeys, claim: cfg.JWT.TenantClaim, adminClaim: cfg.JWT.AdminClaim, public: map[string]bool{}}
 	if cfg.Required && cfg.JWT.enabled() {
 		// The protected-resource metadata is public (RFC 9728).
 		a.public[wellKnownPRM], a.public[wellKnownPRMMCP] = true, true
@@ -186,7 +189,7 @@ func (a *authenticator) checkAPIKey(key string) (*principal, *authError) {
 		return nil, unauthorized(codeInvalidAPIKey, "the API key is not valid")
 	}
 	k := a.keys[match]
-	return &principal{tenant: k.Tenant, name: k.Name, method: "api_key"}, nil
+	return &principal{tenant: k.Tenant, name: k.Name, method: "api_key", admin: k.Admin}, nil
 }
 
 // checkJWT verifies a token's algorithm, signature, exp, nbf, iat, iss and
@@ -224,7 +227,8 @@ func (a *authenticator) checkJWT(token string) (*principal, *authError) {
 		return nil, unauthorized(codeInvalidToken, "the token has no valid %q claim (its tenant)", a.claim)
 	}
 	sub, _ := claims["sub"].(string)
-	return &principal{tenant: tenant, name: sub, method: "jwt"}, nil
+	admin, _ := claims[a.adminClaim].(bool)
+	return &principal{tenant: tenant, name: sub, method: "jwt", admin: admin && a.adminClaim != ""}, nil
 }
 
 // key is the jwt.Keyfunc: the key for the token's algorithm. The parser has

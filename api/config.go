@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -253,6 +254,7 @@ type options struct {
 	agentLag   func(agent string) any
 	mcp        http.Handler
 	tracing    apiTracing // tracing.go
+	reload     func(context.Context) ReloadReport
 
 	idempotencyWindow time.Duration
 }

@@ -31,6 +31,11 @@
 //   - GET /v1/agents, /v1/intent-types (agents.go), /v1/openapi.json
 //     (openapi.go), the console at / (console.go, console/).
 //   - GET /metrics, /healthz and /readyz.
+//   - POST /v1/admin/reload: the guard of a configuration reload, for admins
+//     (an API key or JWT marked so; loopback only with authentication off),
+//     and its answer; the rereading and applying are the caller's
+//     ([WithReload], reload.go). [Server.SetCatalog] replaces the intent
+//     types the API lists and checks.
 //   - the payload check of an intent type's input_schema (payload.go: 422
 //     invalid_payload), and the schemas in GET /v1/intent-types and the
 //     OpenAPI document;

@@ -18,7 +18,7 @@ var openAPIDoc []byte
 func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(s.openAPIDoc)
+	_, _ = w.Write(s.catalog.Load().openAPI)
 }
 
 // withIntentTypes adds the catalog's schemas to the document: each intent

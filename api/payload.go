@@ -28,7 +28,7 @@ func (c Catalog) CheckPayload(intentType string, p schemas.JSON) error {
 // "payload" and its path the JSON Pointer of the failing value within the
 // request body ("/payload/amount").
 func (s *Server) checkPayload(w http.ResponseWriter, req *schemas.IntentRequest) bool {
-	err := s.catalog.CheckPayload(req.IntentType, req.Payload)
+	err := s.catalog.Load().CheckPayload(req.IntentType, req.Payload)
 	if err == nil {
 		return true
 	}

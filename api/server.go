@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/gorilla/websocket"
@@ -41,9 +42,9 @@ type Server struct {
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
 	lookup     *intentLookup
-	mcp        http.Handler // nil: none (mcpdoor.go)
-	catalog    Catalog
-	openAPIDoc []byte // openapi.json with the catalog's schemas
+	mcp        http.Handler                       // nil: none (mcpdoor.go)
+	catalog    atomic.Pointer[catalogDoc]         // replaced by SetCatalog (reload.go)
+	reload     func(context.Context) ReloadReport // nil: no POST /v1/admin/reload
 	agentState func(string) any
 	agentLag   func(string) any
 	idem       *idempotency
@@ -125,8 +126,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		contexts:     o.contexts,
 		history:      o.history,
 		lookup:       &intentLookup{results: results, store: o.lookup},
-		catalog:      o.catalog,
-		openAPIDoc:   withIntentTypes(openAPIDoc, o.catalog),
+		reload:       o.reload,
 		agentState:   o.agentState,
 		agentLag:     o.agentLag,
 		tracing:      o.tracing,
@@ -143,6 +143,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		flush:        newFlushShards(m.wsSent),
 		shutdownDone: make(chan struct{}),
 	}
+	s.SetCatalog(o.catalog)
 	results.expireInflight(o.clock, s.idem.window)
 	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
@@ -183,6 +184,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/v1/agents", s.listAgents)
 	r.Get("/v1/intent-types", s.listIntentTypes)
 	r.Get("/v1/openapi.json", s.openAPI)
+	r.Post("/v1/admin/reload", s.reloadConfig)
 	r.Get("/", s.serveConsole)
 	r.Get("/console/{file}", s.serveConsole)
 	r.Get(wellKnownPRM, s.serveResourceMetadata)

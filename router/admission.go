@@ -144,7 +144,7 @@ func (e *engine) leave(p *pending) {
 	switch p.phase {
 	case phaseInFlight:
 		a.inFlight--
-		if p.probe != 0 {
+		if p.probe != 0 && a.breaker != nil { // a reload may have removed it
 			a.breaker.release(p.probe)
 			p.probe = 0
 		}

@@ -23,8 +23,9 @@
 //     pending table is full;
 //   - the event loop (the goroutine that called Run) owns all state: the
 //     pending table, the timing wheel, the fallback cache, the dedup window
-//     and the offset tracker. Records, delivery acknowledgements and wheel
-//     ticks reach it over channels, so the hot path takes no locks.
+//     and the offset tracker. Records, delivery acknowledgements, wheel
+//     ticks and configuration reloads (Reconfigure, reconfigure.go) reach
+//     it over channels, so the hot path takes no locks.
 //
 // # Delivery
 //

@@ -211,30 +211,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		e.agentList = append(e.agentList, ar)
 	}
 	slices.SortFunc(e.agentList, func(a, b *agentRoute) int { return strings.Compare(a.name, b.name) })
-	for name, it := range cfg.Intents {
-		r := &route{
-			name:   name,
-			agent:  e.agents[it.Agent],
-			policy: intents.TimeoutPolicy{Default: it.Timeout.D(), Min: it.MinTimeout.D(), Max: it.MaxTimeout.D()},
-			retry:  newRetryPolicy(it.Retry),
-			idleMs: it.IdleTimeout.D().Milliseconds(),
-			m:      m.forRoute(name, it.Agent),
-
-			progress: progressLimitsOf(it.Progress),
-		}
-		r.attachContext, r.contextMaxAge = it.Context == config.ContextAttach, it.ContextMaxAge.D()
-		if it.InputSchema != nil {
-			r.input = it.InputSchema.Schema
-		}
-		if fc := it.Fallback.Cache; fc != nil {
-			r.cacheKey, r.cacheMaxAge = fc.Key, fc.MaxAge.D()
-		}
-		if it.Fallback.StaticJSON != "" {
-			s := schemas.JSON(it.Fallback.StaticJSON)
-			r.static = &s
-		}
-		e.routes[name] = r
-	}
+	e.routes = e.routesOf(cfg)
 	return e, nil
 }
 

@@ -15,4 +15,8 @@ var (
 	// ErrNeedTxSink is returned by New when delivery is exactly_once and the
 	// sink cannot do transactions.
 	ErrNeedTxSink = errors.New("router: exactly_once needs a transactional sink (TxSink)")
+	// ErrNeedsRestart is returned by Reconfigure when the new configuration
+	// changes keys a running router cannot take (config.RestartKeys); the
+	// error names them. The router keeps its configuration.
+	ErrNeedsRestart = errors.New("router: the change needs a restart")
 )

@@ -87,9 +87,10 @@ type Router struct {
 	engine *engine
 	tr     *tracker
 
-	events       chan any       // poll goroutine -> event loop
-	revokes      chan revokeReq // the Source's revoke hook -> event loop
-	rewinds      chan struct{}  // event loop -> poll goroutine: seek to committed and restore
+	events       chan any         // poll goroutine -> event loop
+	revokes      chan revokeReq   // the Source's revoke hook -> event loop
+	rewinds      chan struct{}    // event loop -> poll goroutine: seek to committed and restore
+	reconfigs    chan reconfigReq // Reconfigure -> event loop (reconfigure.go)
 	feed         chan *schemas.FallbackAnswer
 	backpressure atomic.Bool  // event loop -> poll goroutine: pause requests
 	queuedBytes  atomic.Int64 // bytes of the records in events, not yet handled
@@ -158,7 +159,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	}
 	r := &Router{
 		cfg: cfg, src: src, sink: sink, opts: o,
-		events: make(chan any, o.queue), revokes: make(chan revokeReq), rewinds: make(chan struct{}, 1),
+		events: make(chan any, o.queue), revokes: make(chan revokeReq), reconfigs: make(chan reconfigReq), rewinds: make(chan struct{}, 1),
 		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
 		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions),
 	}
@@ -325,6 +326,9 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 			close(req.done)
 		case fa := <-r.feed:
 			r.engine.onFallbackAnswer(fa)
+		case req := <-r.reconfigs:
+			r.reconfigure(req.cfg)
+			close(req.done)
 		case <-ticker.Chan():
 			// Records already polled go first: a response waiting in the
 			// queue (say, behind a slow commit) must pair before its

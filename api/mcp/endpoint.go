@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/api"
 )
@@ -38,7 +40,8 @@ const protocol2026 = "2026-07-28"
 // Config is what the endpoint needs: the catalog of intent types, where to
 // publish, where results arrive, and optional knobs.
 type Config struct {
-	// Catalog lists the intent types: each is a tool.
+	// Catalog lists the intent types: each is a tool. SetCatalog replaces
+	// it.
 	Catalog api.Catalog
 	// Publisher publishes intents and cancel records (the API's).
 	Publisher api.Publisher
@@ -77,6 +80,11 @@ type Config struct {
 	// the results memory's, or the lookup store's). Default DefaultTaskTTL.
 	TaskTTL time.Duration
 
+	// TracerProvider, when set, traces each tools/call that publishes an
+	// intent with a switchboard.intake span (tracing.go), as the HTTP API
+	// does. Nil: no spans (the caller's traceparent still travels on).
+	TracerProvider trace.TracerProvider
+
 	Clock   clockwork.Clock
 	Logger  *slog.Logger
 	Version string // the server's version in serverInfo
@@ -91,6 +99,8 @@ type Endpoint struct {
 	server    *sdk.Server
 	calls     *callRegistry
 	versions  *sessionVersions
+	tools     atomic.Pointer[api.Catalog] // the intent types in force (catalog.go)
+	tracer    trace.Tracer                // nil: no spans (tracing.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown: waiting calls end
@@ -144,11 +154,15 @@ func New(cfg Config) (*Endpoint, error) {
 		cfg.Version = "dev"
 	}
 	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions(), stopped: make(chan struct{})}
+	e.tools.Store(&cfg.Catalog)
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer("github.com/switchboard-mcp/switchboard/api/mcp")
+	}
 	e.server = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger:       cfg.Logger,
 		Instructions: "Each tool is a Switchboard intent type: a call publishes an intent to Kafka and answers with its result. Long calls can be tasks (the task id is the intent id).",
 		Capabilities: &sdk.ServerCapabilities{
-			Tools:      &sdk.ToolCapabilities{},
+			Tools:      &sdk.ToolCapabilities{ListChanged: true}, // SetCatalog
 			Extensions: map[string]any{tasksExtension: map[string]any{}},
 		},
 	})

@@ -91,6 +91,12 @@ func catalog(t *testing.T) api.Catalog {
 // fails, fraud_check falls back; slow answers only a cancel.
 func newHarness(t *testing.T, progress mcp.ProgressSource) *harness {
 	t.Helper()
+	return newHarnessWith(t, progress, nil)
+}
+
+// newHarnessWith is newHarness with the endpoint's config changed by edit.
+func newHarnessWith(t *testing.T, progress mcp.ProgressSource, edit func(*mcp.Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClock(), results: api.NewResults(100)}
 	h.pub = &apitest.Publisher{
 		Func: func(_ context.Context, req *schemas.IntentRequest) error {
@@ -122,10 +128,14 @@ func newHarness(t *testing.T, progress mcp.ProgressSource) *harness {
 		},
 	}
 	cat := catalog(t)
-	ep, err := mcp.New(mcp.Config{
+	mcfg := mcp.Config{
 		Catalog: cat, Publisher: h.pub, Results: h.results, Progress: progress, Clock: h.clock,
 		Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 64 << 10,
-	})
+	}
+	if edit != nil {
+		edit(&mcfg)
+	}
+	ep, err := mcp.New(mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

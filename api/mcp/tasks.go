@@ -173,7 +173,7 @@ func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) *schemas
 		return res
 	}
 	limit := e.cfg.ResultGrace
-	if t, ok := e.cfg.Catalog.IntentType(st.IntentType()); ok {
+	if t, ok := e.catalog().IntentType(st.IntentType()); ok {
 		limit += time.Duration(t.TimeoutMs) * time.Millisecond
 	}
 	timer := e.cfg.Clock.NewTimer(limit)

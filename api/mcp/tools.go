@@ -87,8 +87,8 @@ type toolsList struct {
 	sdk.ResultBase
 	Tools []toolWire `json:"tools"`
 	// 2026-07-28 (SEP-2549): a complete, cacheable result. The list is
-	// the tenant's, so private; it is not cached (configuration changes
-	// with a restart).
+	// the tenant's, so private; it is not cached (a configuration reload
+	// changes it: SetCatalog, which notifies sessions).
 	ResultType string `json:"resultType,omitempty"`
 	TTLMs      *int   `json:"ttlMs,omitempty"`
 	CacheScope string `json:"cacheScope,omitempty"`
@@ -106,7 +106,7 @@ func (e *Endpoint) listTools(req sdk.Request) (sdk.Result, error) {
 		zero := 0
 		out.ResultType, out.TTLMs, out.CacheScope = "complete", &zero, "private"
 	}
-	for _, t := range e.cfg.Catalog.IntentTypes {
+	for _, t := range e.catalog().IntentTypes {
 		if !e.allowed(tenant, t.Name) {
 			continue
 		}
@@ -144,7 +144,7 @@ func errUnknownTool(name string) error {
 func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
 	p := req.Params
 	tenant := tenantOf(req)
-	t, ok := e.cfg.Catalog.IntentType(p.Name)
+	t, ok := e.catalog().IntentType(p.Name)
 	if !ok || !e.allowed(tenant, p.Name) {
 		return nil, errUnknownTool(p.Name)
 	}
@@ -152,7 +152,7 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
-	if err := e.cfg.Catalog.CheckPayload(p.Name, schemas.JSON(args)); err != nil {
+	if err := e.catalog().CheckPayload(p.Name, schemas.JSON(args)); err != nil {
 		return invalidArguments(p.Name, err), nil
 	}
 	ci := callInfoOf(req.Extra.Header)
@@ -176,6 +176,7 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	if err := intents.Validate(ir); err != nil {
 		return invalidArguments(p.Name, err), nil
 	}
+	defer e.startIntake(req, ir, now).end() // tracing.go
 	res, wait, release := e.cfg.Results.Await(tenant, id)
 	defer release()
 	// Registered before publishing: a notifications/cancelled may follow

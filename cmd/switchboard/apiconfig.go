@@ -52,6 +52,7 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 			Issuer:          r.Issuer,
 			Audience:        r.Audience,
 			TenantClaim:     r.TenantClaim,
+			AdminClaim:      r.AdminClaim,
 			Leeway:          r.Leeway,
 
 			JWKSURL:              r.JWKSURL,
@@ -61,7 +62,7 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 		},
 	}
 	for _, k := range r.APIKeys {
-		c.Auth.APIKeys = append(c.Auth.APIKeys, api.Key{Name: k.Name, Tenant: k.Tenant, SHA256: k.SHA256})
+		c.Auth.APIKeys = append(c.Auth.APIKeys, api.Key{Name: k.Name, Tenant: k.Tenant, SHA256: k.SHA256, Admin: k.Admin})
 	}
 	return c, c.Validate()
 }

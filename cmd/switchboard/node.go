@@ -31,7 +31,8 @@ import (
 // node is one Switchboard instance: the router, the API, the reader of the
 // results topic that feeds the API, and the publisher the API submits with.
 type node struct {
-	cfg     *config.Config
+	cfg     *config.Config                // as at start: what a reload cannot change is read here
+	live    atomic.Pointer[config.Config] // the configuration in force (reload.go)
 	log     *slog.Logger
 	codec   *schemas.Codec
 	api     *api.Server
@@ -48,15 +49,25 @@ type node struct {
 
 	dropLookup func() // deletes the lookup store's temporary directory, if it has one
 
+	mcp      *mcp.Endpoint // nil: http.mcp.disabled
+	reloader *reloader     // nil: no reload ('switchboard dev')
+
 	instanceID string
-	router     atomic.Pointer[router.Router]
-	routerReg  atomic.Pointer[prometheus.Registry] // the current router's metrics
+	// routerMu orders the router's replacement (newRouter) and a reload's
+	// apply (reconfigure): a new router is built with the configuration in
+	// force, and a reload reaches the router that runs.
+	routerMu  sync.Mutex
+	router    atomic.Pointer[router.Router]
+	routerReg atomic.Pointer[prometheus.Registry] // the current router's metrics
 }
 
 // newRouter builds a router (a new Kafka consumer and producer) and makes it
 // the node's current one.
 func (n *node) newRouter() error {
-	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, n.cfg, n.codec)
+	n.routerMu.Lock()
+	defer n.routerMu.Unlock()
+	cfg := n.current()
+	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, cfg, n.codec)
 	if err != nil {
 		return err
 	}
@@ -67,7 +78,7 @@ func (n *node) newRouter() error {
 	reg := prometheus.NewRegistry()
 	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
 		router.WithTracerProvider(n.tracerProvider()))
-	r, err := router.New(n.cfg, n.codec, src, sink, ropts...)
+	r, err := router.New(cfg, n.codec, src, sink, ropts...)
 	if err != nil {
 		_ = src.Close()
 		_ = sink.Close()
@@ -135,14 +146,29 @@ func codecFor(cfg *config.Config) (*schemas.Codec, error) {
 	return schemas.NewCodec(schemas.WithRegistry(reg))
 }
 
-func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, error) {
+// configFile is where serve's configuration came from, for reloads.
+type configFile struct {
+	path, instance, hash string
+}
+
+// newNode builds a node; with file set, it reloads that file on SIGHUP and
+// POST /v1/admin/reload (reload.go).
+func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *configFile) (*node, error) {
 	codec, err := codecFor(cfg)
 	if err != nil {
 		return nil, err
 	}
 	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
+	n.live.Store(cfg)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var reload api.Option
+	if file != nil {
+		if n.reloader, err = newReloader(file.path, file.instance, file.hash, n, reg); err != nil {
+			return nil, err
+		}
+		reload = api.WithReload(n.reloader.reload)
+	}
 	n.store, err = contexts.NewStore(kafkaio.SnapshotReader{Settings: n.kafka, Topic: cfg.Topics.ContextSnapshots}, codec,
 		contexts.WithMaxAge(cfg.Contexts.MaxAge.D()), contexts.WithRegisterer(reg), contexts.WithLogger(log))
 	if err != nil {
@@ -200,13 +226,15 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger) (*node, er
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
+			TracerProvider: n.tracerProvider(),
 		})
 		if err != nil {
 			return nil, err
 		}
 		mcpDoor = api.WithMCP(ep)
+		n.mcp = ep
 	}
-	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, api.WithLookup(n.lookup),
+	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, reload, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
@@ -232,7 +260,7 @@ func (n *node) ready() error {
 	if err := n.feed.mat.Ready(); err != nil {
 		return err
 	}
-	for _, it := range n.cfg.Intents {
+	for _, it := range n.current().Intents {
 		if it.Context == config.ContextAttach {
 			return n.store.Ready()
 		}
@@ -249,7 +277,7 @@ func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 8) // one per part, and the lookup store's
 	part := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -268,6 +296,9 @@ func (n *node) run(ctx context.Context) error {
 	part("results reader", n.feed.run)
 	part("context store", n.store.Run)
 	part("lag sampler", n.lag.Run)
+	if n.reloader != nil {
+		part("reload", n.reloader.run)
+	}
 	<-ctx.Done()
 	wg.Wait()
 	_ = n.lagConn.Close()
@@ -283,6 +314,34 @@ func (n *node) run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// current is the configuration in force: the one at start, or the last
+// reload's.
+func (n *node) current() *config.Config { return n.live.Load() }
+
+// reconfigure applies a reread configuration (reload.go has checked that
+// nothing in it needs a restart): to the router first, so that an intent
+// type the API starts to list is routable, then to the API's and the MCP
+// endpoint's catalogs. A router that stops meanwhile (a fatal Kafka error)
+// is not an error: its replacement is built with cfg.
+func (n *node) reconfigure(ctx context.Context, cfg *config.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	defer cancel()
+	n.routerMu.Lock()
+	err := n.router.Load().Reconfigure(ctx, cfg)
+	if err != nil && !errors.Is(err, router.ErrStopped) {
+		n.routerMu.Unlock()
+		return err
+	}
+	n.live.Store(cfg)
+	n.routerMu.Unlock()
+	catalog := catalogOf(cfg)
+	n.api.SetCatalog(catalog)
+	if n.mcp != nil {
+		n.mcp.SetCatalog(catalog)
+	}
+	return nil
 }
 
 // agentState is an agent's router-side state for GET /v1/agents: its circuit

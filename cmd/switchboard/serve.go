@@ -17,7 +17,9 @@ import (
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "--config FILE", `
 Run the router and the HTTP/WebSocket API against a Kafka cluster, until
-SIGINT or SIGTERM. The config file is YAML (see deploy/examples/switchboard.yaml
+SIGINT or SIGTERM. SIGHUP (or POST /v1/admin/reload) rereads the file and
+applies what can change without a restart (intent types, agents' admission
+and breakers: the README's "Reloading the configuration"). The config file is YAML (see deploy/examples/switchboard.yaml
 and the README's configuration reference). SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS,
 SWITCHBOARD_SCHEMA_REGISTRY_URL and SWITCHBOARD_KAFKA_SASL_USERNAME/PASSWORD
 override the file.
@@ -38,12 +40,9 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		fs.Usage()
 		return errUsage
 	}
-	cfg, err := config.Load(*path)
+	cfg, hash, err := loadConfig(*path, *instance)
 	if err != nil {
 		return err
-	}
-	if *instance != "" {
-		cfg.Router.InstanceID = *instance
 	}
 	if err := checkServeAuth(cfg, *insecure); err != nil {
 		return err
@@ -56,7 +55,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, apiCfg, log)
+	n, err := newNode(cfg, apiCfg, log, &configFile{path: *path, instance: *instance, hash: hash})
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	}
 	log.Info("switchboard serving", "config", *path, "kafka", cfg.Kafka.BootstrapServers, "http", cfg.HTTP.Listen,
 		"group", cfg.Kafka.GroupID, "instance", n.instanceID, "delivery", cfg.Router.Delivery,
-		"intent_types", len(cfg.Intents), "encoding", n.codec.Encoding().String(), "auth", cfg.HTTP.Auth.Mode)
+		"intent_types", len(cfg.Intents), "config_hash", hash, "encoding", n.codec.Encoding().String(), "auth", cfg.HTTP.Auth.Mode)
 	return n.run(ctx)
 }
 

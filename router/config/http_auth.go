@@ -48,18 +48,24 @@ type APIKey struct {
 	Tenant    string `yaml:"tenant"`
 	KeyEnv    string `yaml:"key_env"`
 	KeySHA256 string `yaml:"key_sha256"`
+	// Admin lets the key call the admin endpoints (POST /v1/admin/reload)
+	// besides acting for its tenant. Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // JWT says how tokens are verified: HS256 with a secret from the
 // environment, RS256 with a public key in the file or a file of its own.
 type JWT struct {
-	HS256SecretEnv     string   `yaml:"hs256_secret_env"`
-	RS256PublicKeyFile string   `yaml:"rs256_public_key_file"`
-	RS256PublicKeyPEM  string   `yaml:"rs256_public_key_pem"`
-	Issuer             string   `yaml:"issuer"`
-	Audience           string   `yaml:"audience"`
-	TenantClaim        string   `yaml:"tenant_claim"` // default "tenant"
-	Leeway             Duration `yaml:"leeway"`
+	HS256SecretEnv     string `yaml:"hs256_secret_env"`
+	RS256PublicKeyFile string `yaml:"rs256_public_key_file"`
+	RS256PublicKeyPEM  string `yaml:"rs256_public_key_pem"`
+	Issuer             string `yaml:"issuer"`
+	Audience           string `yaml:"audience"`
+	TenantClaim        string `yaml:"tenant_claim"` // default "tenant"
+	// AdminClaim names a boolean claim: a token where it is true may call
+	// the admin endpoints (POST /v1/admin/reload). Empty: no token may.
+	AdminClaim string   `yaml:"admin_claim"`
+	Leeway     Duration `yaml:"leeway"`
 	// JWKSURL is where RS256 keys are fetched (a JWKS document), cached and
 	// refreshed every JWKSRefresh (default 10m) and on an unknown key id.
 	JWKSURL     string   `yaml:"jwks_url"`
@@ -240,6 +246,7 @@ type ResolvedAuth struct {
 	Issuer          string
 	Audience        string
 	TenantClaim     string
+	AdminClaim      string
 	Leeway          time.Duration
 	PublicPaths     []string // nil: the API's default
 
@@ -254,6 +261,7 @@ type ResolvedAPIKey struct {
 	Name   string
 	Tenant string
 	SHA256 [32]byte
+	Admin  bool
 }
 
 // ResolveAuth reads the secrets http.auth names: API keys and the HS256
@@ -277,7 +285,7 @@ func (c *Config) ResolveAuth(lookupEnv func(string) (string, bool), readFile fun
 	}
 	r := &ResolvedAuth{Required: true, PublicPaths: a.PublicPaths, TenantClaim: "tenant"}
 	for i, k := range a.APIKeys {
-		rk := ResolvedAPIKey{Name: k.Name, Tenant: k.Tenant}
+		rk := ResolvedAPIKey{Name: k.Name, Tenant: k.Tenant, Admin: k.Admin}
 		if k.KeyEnv != "" {
 			v, ok := env(k.KeyEnv)
 			switch {
@@ -294,7 +302,7 @@ func (c *Config) ResolveAuth(lookupEnv func(string) (string, bool), readFile fun
 		r.APIKeys = append(r.APIKeys, rk)
 	}
 	if j := a.JWT; j != nil {
-		r.Issuer, r.Audience, r.TenantClaim, r.Leeway = j.Issuer, j.Audience, j.TenantClaim, j.Leeway.D()
+		r.Issuer, r.Audience, r.TenantClaim, r.AdminClaim, r.Leeway = j.Issuer, j.Audience, j.TenantClaim, j.AdminClaim, j.Leeway.D()
 		r.JWKSURL, r.JWKSRefresh, r.Resource, r.AuthorizationServers = j.JWKSURL, j.JWKSRefresh.D(), j.Resource, j.AuthorizationServers
 		if j.HS256SecretEnv != "" {
 			v, ok := env(j.HS256SecretEnv)
