@@ -102,7 +102,7 @@ func startWithHook(t testing.TB, at time.Time, waiting []*router.Record, prepare
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	h := &harness{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(at), src: routertest.NewSource(), codec: codec, reg: prometheus.NewRegistry(), offset: map[string]int64{}}
 	var sink router.Sink
 	if delivery == config.ExactlyOnce {
