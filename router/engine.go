@@ -159,6 +159,13 @@ type engine struct {
 		res        schemas.IntentResult
 		resolvedAt int64
 		outcome    string
+		answeredAt int64
+
+		// req and resp are what the records in hand decode into: an
+		// intent keeps the values of their fields (strings and pointers
+		// the codec allocated), never the records' addresses.
+		req  schemas.IntentRequest
+		resp schemas.AgentResponse
 	}
 }
 
@@ -244,21 +251,21 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		e.onControl(rec, control, t, nowMs)
 		return
 	}
-	var req schemas.IntentRequest
-	if err := e.codec.Decode(rec.Value, &req); err != nil {
+	req := &e.scratch.req
+	if err := e.codec.Decode(rec.Value, req); err != nil {
 		e.unknown.m.received.Inc()
 		e.reject(rec, t, schemas.ErrorClass(err), err, nil, nowMs)
 		return
 	}
-	if err := intents.Validate(&req); err != nil {
+	if err := intents.Validate(req); err != nil {
 		e.routeOf(req.IntentType).m.received.Inc()
-		e.reject(rec, t, ClassInvalidIntent, err, &req, nowMs)
+		e.reject(rec, t, ClassInvalidIntent, err, req, nowMs)
 		return
 	}
 	r := e.routes[req.IntentType]
 	if r == nil {
 		e.unknown.m.received.Inc()
-		e.reject(rec, t, ClassUnroutable, fmt.Errorf("no route for intent type %q: add it under intents in the configuration", req.IntentType), &req, nowMs)
+		e.reject(rec, t, ClassUnroutable, fmt.Errorf("no route for intent type %q: add it under intents in the configuration", req.IntentType), req, nowMs)
 		return
 	}
 	r.m.received.Inc()
@@ -269,7 +276,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 	if req.TargetAgent != nil && *req.TargetAgent != agent.name {
 		agent = e.agents[*req.TargetAgent]
 		if agent == nil {
-			e.reject(rec, t, ClassUnroutable, fmt.Errorf("target_agent %q is not a configured agent", *req.TargetAgent), &req, nowMs)
+			e.reject(rec, t, ClassUnroutable, fmt.Errorf("target_agent %q is not a configured agent", *req.TargetAgent), req, nowMs)
 			return
 		}
 	}
@@ -283,7 +290,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		}
 		logKey = prior
 	}
-	if e.payloadFails(rec, t, r, &req, nowMs) {
+	if e.payloadFails(rec, t, r, req, nowMs) {
 		return
 	}
 	p := &pending{
@@ -293,7 +300,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		route:       r,
 		agent:       agent,
 		partition:   rec.Partition,
-		cacheKey:    cacheKeyOf(r.cacheKey, &req),
+		cacheKey:    cacheKeyOf(r.cacheKey, req),
 		payload:     req.Payload,
 		contextRef:  req.ContextRef,
 		sessionID:   req.SessionID,
@@ -523,7 +530,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		res.Timeline.DispatchedAt = &p.dispatched
 	}
 	if answeredAt != 0 {
-		res.Timeline.AnsweredAt = &answeredAt
+		e.scratch.answeredAt = answeredAt
+		res.Timeline.AnsweredAt = &e.scratch.answeredAt
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
 	res.Timeline.TraceID = traceIDOf(p)
