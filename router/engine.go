@@ -150,6 +150,9 @@ type engine struct {
 	// read says how far each responses partition has been read.
 	read map[int32]*readProgress
 
+	// arena holds the outputs and values of the hot path (arena.go).
+	arena arena
+
 	// scratch holds the records the engine encodes and forgets at once,
 	// filled anew for each encode (the codec keeps no reference), so the
 	// hot path allocates none of them.
@@ -351,13 +354,11 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		Traceparent: tp,
 	}
 	e.attachContext(p, ar)
-	var value []byte
-	var err error
+	enc := schemas.EncodingDefault
 	if p.agent.json {
-		value, err = e.codec.EncodeAs(schemas.EncodingJSON, p.agent.topic, ar)
-	} else {
-		value, err = e.codec.Encode(p.agent.topic, ar)
+		enc = schemas.EncodingJSON
 	}
+	value, err := e.arena.encode(e.codec, enc, p.agent.topic, ar)
 	if err != nil {
 		e.encodeFailed(t, err)
 		e.unpersisted(p, nowMs, t)
@@ -372,7 +373,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}, t, nil)
+	e.emit(e.arena.output(Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -539,19 +540,19 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	res.ProgressCount = p.progressCount()
 	// Whatever happens to the outputs below, the intent is resolved here:
 	// the dedup window keeps any later record of it from a second result.
-	value, err := e.codec.Encode(e.topics.Results, res)
+	value, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
 		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
 		return
 	}
 	key := p.keyBytes()
-	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(e.arena.output(Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause, nil)
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation
 	// tombstones it. It holds a marker (resolvedRecord), not the payload.
-	state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
+	state, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
 	remember := err == nil
 	if err != nil {
 		// The result is out: remember the resolution here at least, and
@@ -560,7 +561,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		state = nil
 	}
 	if remember || p.persisted {
-		e.emit(p.changelog(e.topics.Pending, state), cause, nil)
+		e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), cause, nil)
 	}
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
 	p.route.m.resolved[outcome].Inc()
