@@ -55,7 +55,7 @@ func TestResolvedWindowMatchesModel(t *testing.T) {
 		case op == 7:
 			now += int64(rnd.IntN(3 * span))
 			w.rotate(now, func(map[string]resolvedEntry) {})
-			rotations = int((now) / span)
+			rotations = int(now / span)
 			for k, e := range model {
 				if rotations-e.gen >= generations {
 					delete(model, k)
