@@ -52,10 +52,11 @@ func (w *resolvedWindow) add(key string, e resolvedEntry) {
 func (w *resolvedWindow) restore(key string, e resolvedEntry) { w.put(key, e) }
 
 // put adds an entry to the newest generation, replacing one of the same key
-// in any generation.
+// in any generation. ids holds exactly the keys of the generations, so a new
+// key costs one lookup there rather than one per generation.
 func (w *resolvedWindow) put(key string, e resolvedEntry) {
-	if !w.delete(key) {
-		w.ids.add(key)
+	if !w.ids.addNew(key) {
+		w.delete(key)
 	}
 	w.gens[0][key] = e
 }
@@ -74,6 +75,9 @@ func (w *resolvedWindow) delete(key string) bool {
 }
 
 func (w *resolvedWindow) get(key string) (resolvedEntry, bool) {
+	if !w.ids.has(key) {
+		return resolvedEntry{}, false // not in any generation: one lookup
+	}
 	for _, g := range w.gens {
 		if e, ok := g[key]; ok {
 			return e, true

@@ -150,6 +150,9 @@ type engine struct {
 	// read says how far each responses partition has been read.
 	read map[int32]*readProgress
 
+	// arena holds the outputs and values of the hot path (arena.go).
+	arena arena
+
 	// scratch holds the records the engine encodes and forgets at once,
 	// filled anew for each encode (the codec keeps no reference), so the
 	// hot path allocates none of them.
@@ -159,6 +162,13 @@ type engine struct {
 		res        schemas.IntentResult
 		resolvedAt int64
 		outcome    string
+		answeredAt int64
+
+		// req and resp are what the records in hand decode into: an
+		// intent keeps the values of their fields (strings and pointers
+		// the codec allocated), never the records' addresses.
+		req  schemas.IntentRequest
+		resp schemas.AgentResponse
 	}
 }
 
@@ -221,21 +231,21 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		e.onControl(rec, control, t, nowMs)
 		return
 	}
-	var req schemas.IntentRequest
-	if err := e.codec.Decode(rec.Value, &req); err != nil {
+	req := &e.scratch.req
+	if err := e.codec.Decode(rec.Value, req); err != nil {
 		e.unknown.m.received.Inc()
 		e.reject(rec, t, schemas.ErrorClass(err), err, nil, nowMs)
 		return
 	}
-	if err := intents.Validate(&req); err != nil {
+	if err := intents.Validate(req); err != nil {
 		e.routeOf(req.IntentType).m.received.Inc()
-		e.reject(rec, t, ClassInvalidIntent, err, &req, nowMs)
+		e.reject(rec, t, ClassInvalidIntent, err, req, nowMs)
 		return
 	}
 	r := e.routes[req.IntentType]
 	if r == nil {
 		e.unknown.m.received.Inc()
-		e.reject(rec, t, ClassUnroutable, fmt.Errorf("no route for intent type %q: add it under intents in the configuration", req.IntentType), &req, nowMs)
+		e.reject(rec, t, ClassUnroutable, fmt.Errorf("no route for intent type %q: add it under intents in the configuration", req.IntentType), req, nowMs)
 		return
 	}
 	r.m.received.Inc()
@@ -246,7 +256,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 	if req.TargetAgent != nil && *req.TargetAgent != agent.name {
 		agent = e.agents[*req.TargetAgent]
 		if agent == nil {
-			e.reject(rec, t, ClassUnroutable, fmt.Errorf("target_agent %q is not a configured agent", *req.TargetAgent), &req, nowMs)
+			e.reject(rec, t, ClassUnroutable, fmt.Errorf("target_agent %q is not a configured agent", *req.TargetAgent), req, nowMs)
 			return
 		}
 	}
@@ -260,7 +270,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		}
 		logKey = prior
 	}
-	if e.payloadFails(rec, t, r, &req, nowMs) {
+	if e.payloadFails(rec, t, r, req, nowMs) {
 		return
 	}
 	p := &pending{
@@ -270,7 +280,7 @@ func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
 		route:       r,
 		agent:       agent,
 		partition:   rec.Partition,
-		cacheKey:    cacheKeyOf(r.cacheKey, &req),
+		cacheKey:    cacheKeyOf(r.cacheKey, req),
 		payload:     req.Payload,
 		contextRef:  req.ContextRef,
 		sessionID:   req.SessionID,
@@ -321,13 +331,11 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		Traceparent: tp,
 	}
 	e.attachContext(p, ar)
-	var value []byte
-	var err error
+	enc := schemas.EncodingDefault
 	if p.agent.json {
-		value, err = e.codec.EncodeAs(schemas.EncodingJSON, p.agent.topic, ar)
-	} else {
-		value, err = e.codec.Encode(p.agent.topic, ar)
+		enc = schemas.EncodingJSON
 	}
+	value, err := e.arena.encode(e.codec, enc, p.agent.topic, ar)
 	if err != nil {
 		e.encodeFailed(t, err)
 		e.unpersisted(p, nowMs, t)
@@ -342,7 +350,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(&Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}, t, nil)
+	e.emit(e.arena.output(Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t, nil)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -500,7 +508,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		res.Timeline.DispatchedAt = &p.dispatched
 	}
 	if answeredAt != 0 {
-		res.Timeline.AnsweredAt = &answeredAt
+		e.scratch.answeredAt = answeredAt
+		res.Timeline.AnsweredAt = &e.scratch.answeredAt
 	}
 	res.Timeline.ContextVersion, res.Timeline.ContextTs = p.contextVersion, p.contextTs
 	res.Timeline.TraceID = traceIDOf(p)
@@ -508,19 +517,19 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	res.ProgressCount = p.progressCount()
 	// Whatever happens to the outputs below, the intent is resolved here:
 	// the dedup window keeps any later record of it from a second result.
-	value, err := e.codec.Encode(e.topics.Results, res)
+	value, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Results, res)
 	if err != nil {
 		e.encodeFailed(cause, err)
 		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
 		return
 	}
 	key := p.keyBytes()
-	e.emit(&Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(e.arena.output(Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause, nil)
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation
 	// tombstones it. It holds a marker (resolvedRecord), not the payload.
-	state, err := e.codec.Encode(e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
+	state, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Pending, e.resolvedRecord(p, nowMs, outcome))
 	remember := err == nil
 	if err != nil {
 		// The result is out: remember the resolution here at least, and
@@ -529,7 +538,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		state = nil
 	}
 	if remember || p.persisted {
-		e.emit(p.changelog(e.topics.Pending, state), cause, nil)
+		e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), cause, nil)
 	}
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
 	p.route.m.resolved[outcome].Inc()

@@ -1,6 +1,10 @@
 package router
 
-import "github.com/switchboard-mcp/switchboard/intents"
+import (
+	"slices"
+
+	"github.com/switchboard-mcp/switchboard/intents"
+)
 
 // Identity. An intent is (tenant, intent_id), tenant "" when it has none:
 // the pending table, the dedup window, cancels and the pairing of responses
@@ -35,6 +39,30 @@ func (x idIndex) add(key string) {
 	}
 	s.more = append(s.more, tenant)
 	x[id] = s
+}
+
+// addNew adds key's tenant to its id unless it is there already, and
+// reports whether it added it: one lookup for a new key.
+func (x idIndex) addNew(key string) bool {
+	tenant, id := intents.SplitScoped(key)
+	s, ok := x[id]
+	switch {
+	case !ok:
+		x[id] = tenantSet{first: tenant}
+		return true
+	case s.first == tenant || slices.Contains(s.more, tenant):
+		return false
+	}
+	s.more = append(s.more, tenant)
+	x[id] = s
+	return true
+}
+
+// has reports whether key's tenant holds its id.
+func (x idIndex) has(key string) bool {
+	tenant, id := intents.SplitScoped(key)
+	s, ok := x[id]
+	return ok && (s.first == tenant || slices.Contains(s.more, tenant))
 }
 
 func (x idIndex) remove(key string) {

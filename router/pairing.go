@@ -35,8 +35,8 @@ const (
 
 // onResponse handles one record of the responses topic.
 func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
-	var resp schemas.AgentResponse
-	if err := e.codec.Decode(rec.Value, &resp); err != nil {
+	resp := &e.scratch.resp
+	if err := e.codec.Decode(rec.Value, resp); err != nil {
 		e.deadLetter(rec, t, schemas.ErrorClass(err), err)
 		return
 	}
@@ -49,9 +49,9 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		return
 	}
 	defer e.readResponse(rec.Partition, rec.TimestampMs, nowMs)
-	key, reason := e.pairKey(&resp)
+	key, reason := e.pairKey(resp)
 	if reason != "" {
-		e.invalidResponse(rec, t, reason, &resp)
+		e.invalidResponse(rec, t, reason, resp)
 		return
 	}
 	p := e.pending[key]
@@ -59,15 +59,15 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		if resp.Status == schemas.StatusProgress {
 			e.strayProgress(key)
 		}
-		e.onStrayResponse(rec, &resp, key, nowMs, t)
+		e.onStrayResponse(rec, resp, key, nowMs, t)
 		return
 	}
 	if resp.Agent != p.agentName() {
-		e.invalidResponse(rec, t, invalidAgent, &resp)
+		e.invalidResponse(rec, t, invalidAgent, resp)
 		return
 	}
 	if resp.Attempt != nil && (*resp.Attempt < 1 || *resp.Attempt > p.lastDispatched()) || p.lastDispatched() == 0 {
-		e.invalidResponse(rec, t, invalidAttempt, &resp)
+		e.invalidResponse(rec, t, invalidAttempt, resp)
 		return
 	}
 	// An answer from any attempt answers the intent. An error or a progress
@@ -75,7 +75,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 	// already retried (by its attempt field, or because no attempt is in
 	// flight) is stale.
 	current := p.phase == phaseInFlight && (resp.Attempt == nil || *resp.Attempt == p.attempt)
-	e.trace.responded(p, &resp, rec, current, nowMs)
+	e.trace.responded(p, resp, rec, current, nowMs)
 	switch resp.Status {
 	case schemas.StatusOK:
 		e.recordOutcome(p, false, nowMs)
@@ -93,7 +93,7 @@ func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
 		e.recordOutcome(p, true, nowMs)
 		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
-		e.onProgress(p, &resp, current, t, nowMs)
+		e.onProgress(p, resp, current, t, nowMs)
 	default:
 		e.deadLetter(rec, t, ClassInvalidResponse, fmt.Errorf("status %q is not ok, error or progress", resp.Status))
 	}

@@ -11,12 +11,12 @@ import (
 // persist writes p's state to the pending changelog.
 func (e *engine) persist(p *pending, t *track) bool {
 	p.recordInto(&e.scratch.pi)
-	state, err := e.codec.Encode(e.topics.Pending, &e.scratch.pi)
+	state, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(p.changelog(e.topics.Pending, state), t, nil)
+	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t, nil)
 	p.persisted = true
 	return true
 }
@@ -25,8 +25,8 @@ func (e *engine) persist(p *pending, t *track) bool {
 // changelog: under its changelog key, in the partition of its request, so
 // that the intents of every tenant that use one id are all restored with it
 // (a scoped key would hash elsewhere).
-func (p *pending) changelog(topic string, state []byte) *Output {
-	return &Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
+func (p *pending) changelog(topic string, state []byte) Output {
+	return Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
 }
 
 // logKeyBytes is p's changelog key as the bytes of a record key, made once

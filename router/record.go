@@ -37,6 +37,10 @@ type Output struct {
 	Key       []byte
 	Value     []byte
 	Headers   []Header
+
+	// a and b wait for this output's acknowledgement (at_least_once): the
+	// output is its own delivery opaque, so a produce allocates nothing more.
+	a, b *track
 }
 
 // TopicPartition names one partition.

@@ -487,12 +487,6 @@ func (r *Router) pressure() {
 // take that long, and the router fell into abort, redo, abort.
 var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
-// delivery is the opaque of one produced output (at_least_once).
-type delivery struct {
-	a, b *track
-	out  *Output
-}
-
 func (r *Router) produce(o *Output, a, b *track) {
 	if r.tx != nil {
 		if r.discarding {
@@ -513,15 +507,15 @@ func (r *Router) produce(o *Output, a, b *track) {
 	}
 	a.hold()
 	b.hold()
-	d := &delivery{a: a, b: b, out: o}
+	o.a, o.b = a, b // o is its own delivery opaque (at_least_once)
 	r.inflight++
-	if err := r.sink.Produce(o, d); err != nil {
-		r.ack(Ack{Opaque: d, Err: err})
+	if err := r.sink.Produce(o, o); err != nil {
+		r.ack(Ack{Opaque: o, Err: err})
 	}
 }
 
 func (r *Router) ack(a Ack) {
-	d, ok := a.Opaque.(*delivery)
+	d, ok := a.Opaque.(*Output)
 	if !ok {
 		if a.Err != nil { // exactly_once: the commit will fail and redo the work
 			r.m.deliveryFailed.Inc()
@@ -533,7 +527,7 @@ func (r *Router) ack(a Ack) {
 		r.m.deliveryFailed.Inc()
 		r.tr.fail(d.a)
 		r.tr.fail(d.b)
-		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.out.Topic, a.Err))
+		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.Topic, a.Err))
 	}
 	r.tr.release(d.a)
 	r.tr.release(d.b)

@@ -176,21 +176,66 @@ func (c *Codec) EncodeAs(enc Encoding, topic string, r Record) ([]byte, error) {
 	if enc == EncodingDefault {
 		enc = c.enc
 	}
-	switch enc {
-	case EncodingJSON:
-		return c.encodeJSON(r)
-	case EncodingAvro:
-		return c.encodeAvro(topic, r)
-	}
-	return nil, fmt.Errorf("schemas: unknown encoding %d", uint8(enc))
+	return c.appendChecked(nil, enc, topic, r)
 }
 
-func (c *Codec) encodeJSON(r Record) ([]byte, error) {
-	if b, ok := appendFastJSON(make([]byte, 0, fastJSONSize(r)), r); ok {
-		if len(b) > c.maxBytes {
-			return nil, fmt.Errorf("%w: %d bytes of JSON, limit %d", ErrTooLarge, len(b), c.maxBytes)
+// appendChecked appends r's encoding to dst (nil: a new slice of its
+// size); r has passed checkEncode.
+func (c *Codec) appendChecked(dst []byte, enc Encoding, topic string, r Record) ([]byte, error) {
+	switch enc {
+	case EncodingJSON:
+		if dst == nil {
+			return c.encodeJSON(r)
 		}
-		return b, nil
+		b, err := c.encodeJSON(r)
+		if err != nil {
+			return dst, err
+		}
+		return append(dst, b...), nil
+	case EncodingAvro:
+		return c.appendAvro(dst, topic, r)
+	}
+	return dst, fmt.Errorf("schemas: unknown encoding %d", uint8(enc))
+}
+
+// AppendEncodeAs is EncodeAs appending to dst: it returns dst extended by
+// r's encoding, or dst unchanged and an error. The encoding is
+// dst[len(dst):] of the result; with room for SizeHint(r) in dst, the
+// router's records (AgentRequest, PendingIntent, IntentResult in JSON)
+// are written in place, without an allocation.
+func (c *Codec) AppendEncodeAs(dst []byte, enc Encoding, topic string, r Record) ([]byte, error) {
+	if r == nil || isNil(r) {
+		return dst, fmt.Errorf("%w: nil record", ErrInvalidRecord)
+	}
+	if err := checkEncode(r); err != nil {
+		return dst, err
+	}
+	if enc == EncodingDefault {
+		enc = c.enc
+	}
+	if enc == EncodingJSON {
+		if b, ok := appendFastJSON(dst, r); ok {
+			if n := len(b) - len(dst); n > c.maxBytes {
+				return dst, fmt.Errorf("%w: %d bytes of JSON, limit %d", ErrTooLarge, n, c.maxBytes)
+			}
+			return b, nil
+		}
+	}
+	return c.appendChecked(dst, enc, topic, r)
+}
+
+// SizeHint is room that usually holds r's JSON encoding by the fast
+// appenders: its documents and strings plus some for the rest.
+func SizeHint(r Record) int { return fastJSONSize(r) }
+
+func (c *Codec) encodeJSON(r Record) ([]byte, error) {
+	if fast(r) {
+		if b, ok := appendFastJSON(make([]byte, 0, fastJSONSize(r)), r); ok {
+			if len(b) > c.maxBytes {
+				return nil, fmt.Errorf("%w: %d bytes of JSON, limit %d", ErrTooLarge, len(b), c.maxBytes)
+			}
+			return b, nil
+		}
 	}
 	buf := c.jsonBufs.Get().(*bytes.Buffer)
 	defer c.putJSONBuf(buf)
@@ -214,14 +259,16 @@ func (c *Codec) putJSONBuf(b *bytes.Buffer) {
 	}
 }
 
-func (c *Codec) encodeAvro(topic string, r Record) ([]byte, error) {
+// appendAvro appends r's Avro encoding to dst (nil: a new slice of its
+// size), or returns dst and an error.
+func (c *Codec) appendAvro(dst []byte, topic string, r Record) ([]byte, error) {
 	if c.reg == nil {
-		return nil, fmt.Errorf("%w: cannot encode Avro", ErrNoRegistry)
+		return dst, fmt.Errorf("%w: cannot encode Avro", ErrNoRegistry)
 	}
 	k := r.kind()
 	id, err := c.schemaID(context.Background(), topic, k)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	w := c.avroWriters.Get().(*avro.Writer)
 	defer c.putAvroWriter(w)
@@ -232,13 +279,13 @@ func (c *Codec) encodeAvro(topic string, r Record) ([]byte, error) {
 	_, _ = w.Write(hdr[:])
 	w.WriteVal(c.schemas[k].schema, r)
 	if w.Error != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRecord, w.Error)
+		return dst, fmt.Errorf("%w: %w", ErrInvalidRecord, w.Error)
 	}
 	b := w.Buffer()
 	if len(b) > c.maxBytes {
-		return nil, fmt.Errorf("%w: %d bytes of Avro, limit %d", ErrTooLarge, len(b), c.maxBytes)
+		return dst, fmt.Errorf("%w: %d bytes of Avro, limit %d", ErrTooLarge, len(b), c.maxBytes)
 	}
-	return bytes.Clone(b), nil
+	return append(dst, b...), nil
 }
 
 func (c *Codec) putAvroWriter(w *avro.Writer) {

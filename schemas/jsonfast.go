@@ -34,6 +34,16 @@ func appendFastJSON(dst []byte, r Record) ([]byte, bool) {
 	return dst, false
 }
 
+// fast reports whether r is of a type the appenders cover (one with an
+// attached context snapshot still goes through encoding/json).
+func fast(r Record) bool {
+	switch r.(type) {
+	case *AgentRequest, *PendingIntent, *IntentResult:
+		return true
+	}
+	return false
+}
+
 // fastJSONSize is a capacity that holds r's JSON encoding in one
 // allocation, usually: its documents and strings plus room for the rest.
 func fastJSONSize(r Record) int {
