@@ -229,8 +229,10 @@ type Router struct {
 	// fetching requests. Default 1,000,000.
 	MaxPending int `yaml:"max_pending"`
 	// MaxPendingBytes bounds the bytes pending intents hold (payloads and
-	// their other fields); at the bound the router pauses fetching requests,
-	// as at MaxPending. Default 256 MiB.
+	// their other fields) together with the records fetched and on their
+	// way to them (the poll queue); at the bound the router pauses fetching
+	// requests, as at MaxPending, so that what was fetched before the pause
+	// is inside the bound. Default 256 MiB.
 	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
 	// MaxPendingBytesPerTenant bounds one tenant's: a tenant's new intent
 	// that would pass it resolves shed at once (error code tenant_budget),
