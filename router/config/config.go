@@ -240,6 +240,12 @@ type Router struct {
 	// answer to MaxPendingBytes only. Default 64 MiB, at most
 	// MaxPendingBytes.
 	MaxPendingBytesPerTenant int64 `yaml:"max_pending_bytes_per_tenant"`
+	// MemoryLimitBytes is the soft memory limit 'serve' gives Go's runtime
+	// (debug.SetMemoryLimit) when the GOMEMLIMIT environment variable is
+	// unset. Default 0: derived from the byte budgets (max_pending_bytes,
+	// http.results_max_bytes, four WebSocket send queues) plus a 64 MiB
+	// baseline; see cmd/switchboard/memlimit.go.
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore
 	// duplicate requests and to tell late responses from unknown ones.
 	// Default 10m.
