@@ -12,13 +12,21 @@ import (
 // intent holds its payload (up to 1 MiB) until it resolves, so a million
 // small intents and a thousand large ones weigh the same.
 //
-//   - router.max_pending_bytes bounds every pending intent together: at the
-//     bound the router pauses its requests partitions, as at max_pending,
-//     and resumes below 90% of it. What was fetched before the pause took
-//     effect is still admitted, so the table may pass the bound by the
-//     router's poll queue (queueBytes, 32 MiB) and librdkafka's prefetch
-//     (16 MiB, router/kafkaio): 303 MB pending at a 256 MiB bound with
-//     1 MB intents (BENCHMARKS.md).
+//   - router.max_pending_bytes bounds every pending intent together, and
+//     counts what is on its way to them: the poll goroutine pauses the
+//     requests partitions once the pending bytes (published by the loop)
+//     plus the bytes of the records in its queue to the loop and in its
+//     backlog reach the bound, and resumes them below 90% of it (byteGate).
+//     Records fetched before a pause are admitted, but they were already
+//     counted, so the pending bytes stay within the bound plus the one
+//     record that crossed it (at most the largest record, 1 MiB by
+//     default). librdkafka's prefetch (16 MiB, router/kafkaio) never
+//     reaches the table after a pause: librdkafka drops a paused
+//     partition's prefetched records and fetches them again on resume. It
+//     is memory all the same, counted with librdkafka's other buffers in
+//     the soft memory limit 'serve' derives (cmd/switchboard/memlimit.go).
+//     Before this, the table passed the bound by the poll queue (32 MiB):
+//     303 MB pending at a 256 MiB bound with 1 MB intents (BENCHMARKS.md).
 //   - router.max_pending_bytes_per_tenant bounds one tenant's: a tenant's new
 //     intent that would pass it resolves shed at once (error code
 //     tenant_budget), so that one tenant's large payloads cannot pause every
@@ -53,13 +61,13 @@ func (p *pending) size() int64 {
 
 // budget counts the bytes pending intents hold, in total and per tenant.
 type budget struct {
-	max, perTenant int64 // 0: no bound
-	total          int64
-	tenants        map[string]int64
+	perTenant int64 // 0: no bound
+	total     int64
+	tenants   map[string]int64
 }
 
-func newBudget(max, perTenant int64) *budget {
-	return &budget{max: max, perTenant: perTenant, tenants: map[string]int64{}}
+func newBudget(perTenant int64) *budget {
+	return &budget{perTenant: perTenant, tenants: map[string]int64{}}
 }
 
 func (b *budget) add(p *pending) {
@@ -87,11 +95,27 @@ func (b *budget) admits(p *pending) bool {
 	return b.perTenant <= 0 || t == "" || b.tenants[t]+p.size() <= b.perTenant
 }
 
-// full reports whether the pending intents hold the total bound.
-func (b *budget) full() bool { return b.max > 0 && b.total >= b.max }
+// byteGate is the poll goroutine's pause for router.max_pending_bytes: full
+// once what the pending intents hold plus what is on its way to the loop
+// reaches max, until it is below 90% of max (hysteresis).
+type byteGate struct {
+	max  int64 // 0: no bound
+	full bool
+}
 
-// belowResume reports whether they hold less than 90% of it.
-func (b *budget) belowResume() bool { return b.max <= 0 || b.total < b.max-b.max/10 }
+// update reports whether the requests partitions stay paused, held being
+// the pending bytes plus the bytes queued for the loop.
+func (g *byteGate) update(held int64) bool {
+	switch {
+	case g.max <= 0:
+		g.full = false
+	case held >= g.max:
+		g.full = true
+	case held < g.max-g.max/10:
+		g.full = false
+	}
+	return g.full
+}
 
 // shedOverBudget resolves a new intent whose tenant holds its budget: shed,
 // with the error code tenant_budget, and without the fallback (the tenant is

@@ -83,6 +83,54 @@ func TestPendingBytesBoundPausesRequests(t *testing.T) {
 	}
 }
 
+// What is on its way to the loop counts against router.max_pending_bytes:
+// with the loop held on its first intent, the poll goroutine pauses the
+// requests partitions once that intent and the records queued behind it
+// reach the bound, rather than fetching up to its queue's own bound (32 MiB)
+// and having the table pass the budget by that much. Once the loop runs,
+// the pending bytes stay within the budget plus the one record that
+// crossed it, and requests resume below 90% of it.
+func TestBytesOnTheirWayCountAgainstTheBudget(t *testing.T) {
+	h := start(t, strings.Replace(testConfig, "router:\n  max_pending: 3\n", "router:\n  max_pending: 100\n  max_pending_bytes: 4000000\n  max_pending_bytes_per_tenant: 4000000\n", 1), "at_least_once")
+	h.src.HoldPaused()
+	reqTP := router.TopicPartition{Topic: requests}
+	waiting := h.sink.Block()
+	t.Cleanup(h.sink.Unblock)
+	h.request("w-1", "echo", large) // the loop holds this one
+	<-waiting
+	for i := 2; i <= 8; i++ {
+		h.request(fmt.Sprintf("w-%d", i), "echo", large)
+	}
+	// 900 KB each: w-1 being handled and w-2..w-4 queued hold 3.6 MB, w-5
+	// crosses 4 MB; w-6..w-8 wait in Kafka.
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) && s.Pending() == 3 }); err != nil {
+		t.Fatalf("requests not paused with the held loop's intents at the budget (%d records still in Kafka, paused %v)", h.src.Pending(), h.src.Paused(reqTP))
+	}
+	h.sink.Unblock()
+	for n := 1; n <= 5; n++ {
+		h.wait(echoTopic, n)
+	}
+	// The gauge is set on a tick: advance until one has been handled.
+	for h.counter("switchboard_intents_pending_bytes") == 0 {
+		h.advance(5 * time.Millisecond)
+		h.settleResponse()
+	}
+	if got := h.counter("switchboard_intents_pending_bytes"); got < 4_000_000 || got > 4_000_000+1_000_000 {
+		t.Fatalf("pending bytes %v, want the 4 MB budget plus at most the record that crossed it", got)
+	}
+	if !h.src.Paused(reqTP) || h.src.Pending() != 3 {
+		t.Fatalf("requests fetched past the budget: paused %v, %d in Kafka", h.src.Paused(reqTP), h.src.Pending())
+	}
+	h.answer("w-1", "echo", `{}`)
+	h.answer("w-2", "echo", `{}`)
+	h.answer("w-3", "echo", `{}`)
+	h.wait(results, 3)
+	h.advance(5 * time.Millisecond) // 1.8 MB: below 90%, room for the three in Kafka
+	for n := 6; n <= 8; n++ {
+		h.wait(echoTopic, n)
+	}
+}
+
 // Records on their way from the poll goroutine to the event loop are
 // bounded by bytes too: while the loop is held, large requests wait in
 // Kafka (every partition paused) rather than in the router's queue.
@@ -145,4 +193,14 @@ func TestLargeTransactionsCommitEarly(t *testing.T) {
 			t.Fatalf("committed transactions held %v outputs: one past 1 MiB (12)", b)
 		}
 	}
+}
+
+// settleResponse is settle through the responses topic, for tests whose
+// requests partition is paused with HoldPaused: a malformed response is
+// dead-lettered once everything before it was handled.
+func (h *harness) settleResponse() {
+	h.t.Helper()
+	n := h.sink.Count(dlq)
+	h.pushRaw(responses, "marker", []byte("marker"))
+	h.wait(dlq, n+1)
 }

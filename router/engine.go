@@ -203,7 +203,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 		agents:  map[string]*agentRoute{},
 		pending: map[string]*pending{},
 		wheel:   wheel,
-		budget:  newBudget(cfg.Router.MaxPendingBytes, cfg.Router.MaxPendingBytesPerTenant),
+		budget:  newBudget(cfg.Router.MaxPendingBytesPerTenant),
 
 		pendingIDs: idIndex{},
 		cache:      timeouts.NewFallbackCache(cfg.Router.FallbackCacheSize),

@@ -19,9 +19,11 @@ const OffsetBeginning int64 = -2
 // loop asks (after an aborted transaction).
 func (r *Router) poll(ctx context.Context) error {
 	var (
-		backlog  []any
-		assigned = map[TopicPartition]bool{}
-		paused   = map[TopicPartition]bool{}
+		backlog      []any
+		backlogBytes int64 // of the records in backlog
+		assigned     = map[TopicPartition]bool{}
+		paused       = map[TopicPartition]bool{}
+		gate         = byteGate{max: r.cfg.Router.MaxPendingBytes}
 	)
 	// room reports whether ev may go to the loop now: the records on
 	// their way to it hold less than the queue's byte bound (one record
@@ -60,11 +62,14 @@ func (r *Router) poll(ctx context.Context) error {
 			}
 		}
 		backlog = append(backlog, ev)
+		if rec, ok := ev.(*Record); ok {
+			backlogBytes += recordBytes(rec)
+		}
 	}
 	for ctx.Err() == nil {
 		select {
 		case <-r.rewinds:
-			backlog = backlog[:0]
+			backlog, backlogBytes = backlog[:0], 0
 			tps := make([]TopicPartition, 0, len(assigned))
 			for tp := range assigned {
 				tps = append(tps, tp)
@@ -79,6 +84,9 @@ func (r *Router) poll(ctx context.Context) error {
 		for len(backlog) > 0 && room(backlog[0]) {
 			select {
 			case r.events <- backlog[0]:
+				if rec, ok := backlog[0].(*Record); ok {
+					backlogBytes -= recordBytes(rec)
+				}
 				backlog[0] = nil
 				backlog = backlog[1:]
 				continue
@@ -87,7 +95,11 @@ func (r *Router) poll(ctx context.Context) error {
 			}
 			break
 		}
-		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load())
+		// What the pending intents hold and what is on its way to them:
+		// everything fetched before a pause is admitted, so it is counted
+		// before the next fetch (router/budget.go).
+		overBudget := gate.update(r.pendingBytes.Load() + r.queuedBytes.Load() + backlogBytes)
+		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load() || overBudget)
 
 		// With a backlog the partitions are paused and Poll has nothing to
 		// return: wait briefly, or the loop drains its queue and then idles

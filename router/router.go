@@ -92,8 +92,9 @@ type Router struct {
 	rewinds      chan struct{}    // event loop -> poll goroutine: seek to committed and restore
 	reconfigs    chan reconfigReq // Reconfigure -> event loop (reconfigure.go)
 	feed         chan *schemas.FallbackAnswer
-	backpressure atomic.Bool  // event loop -> poll goroutine: pause requests
-	queuedBytes  atomic.Int64 // bytes of the records in events, not yet handled
+	backpressure atomic.Bool  // event loop -> poll goroutine: pause requests (max_pending)
+	pendingBytes atomic.Int64 // event loop -> poll goroutine: the pending intents' bytes
+	queuedBytes  atomic.Int64 // bytes of the records in events, until handled
 	health       atomic.Pointer[healthState]
 	agents       atomic.Pointer[[]AgentView] // published by the event loop
 	viewsAt      int64                       // event loop: when agents was last published
@@ -348,7 +349,11 @@ func (r *Router) handle(ev any) {
 	now := r.opts.clock.Now().UnixMilli()
 	switch ev := ev.(type) {
 	case *Record:
-		r.queuedBytes.Add(-recordBytes(ev))
+		// Counted as queued while it is handled, until a request's bytes
+		// are published as pending: the poll goroutine weighs both against
+		// max_pending_bytes and must see the record in one of them.
+		queued := recordBytes(ev)
+		defer func() { r.queuedBytes.Add(-queued) }()
 		if r.discarding {
 			return // read before the rewind: it will be read again
 		}
@@ -375,6 +380,9 @@ func (r *Router) handle(ev any) {
 			r.forward(ev, t)
 		case ev.Topic == r.cfg.Topics.Requests:
 			r.engine.onRequest(ev, t, now)
+			r.pendingBytes.Store(r.engine.budget.total)
+			r.queuedBytes.Add(-queued)
+			queued = 0
 			r.pressure()
 		case ev.Topic == r.cfg.Topics.Responses:
 			r.engine.onResponse(ev, t, now)
@@ -463,17 +471,18 @@ func (r *Router) onTick() {
 	r.pressure()
 }
 
-// pressure pauses the requests partitions while the pending table is full,
-// by count (max_pending) or by bytes (max_pending_bytes), and resumes them
-// below 90% of both: hysteresis. It runs on every tick and after every
-// request, so that a burst of large intents is paused at once rather than a
-// tick later.
+// pressure pauses the requests partitions while the pending table is full
+// by count (max_pending), and resumes them below 90% of it: hysteresis. It
+// also publishes the pending bytes, which the poll goroutine weighs against
+// max_pending_bytes with what is on its way to the loop (byteGate). It runs
+// on every tick and after every request, so that a burst is paused at once
+// rather than a tick later.
 func (r *Router) pressure() {
+	r.pendingBytes.Store(r.engine.budget.total)
 	n, limit := len(r.engine.pending), r.cfg.Router.MaxPending
-	b := r.engine.budget
-	if n >= limit || b.full() {
+	if n >= limit {
 		r.backpressure.Store(true)
-	} else if n < limit-limit/10 && b.belowResume() {
+	} else if n < limit-limit/10 {
 		r.backpressure.Store(false)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // DefaultCacheBytes is the block cache [Open] gives the store unless told
 // otherwise: what the store keeps in memory, however many results it holds.
-const DefaultCacheBytes = 32 << 20
+const DefaultCacheBytes = 16 << 20
 
 // maxOpenTables bounds the tables the store keeps open.
 const maxOpenTables = 256

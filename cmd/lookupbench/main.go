@@ -49,6 +49,7 @@ func main() {
 	dir := fs.String("dir", "", "a lookup store directory")
 	lookups := fs.Int("lookups", 200_000, "lookups per kind (hit, miss)")
 	workers := fs.Int("workers", 8, "concurrent lookups")
+	cacheMB := fs.Int("cache-mb", 0, "store: the block cache in MiB (0: the store's default, as http.lookup.cache_mb)")
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
@@ -60,7 +61,11 @@ func main() {
 		err = measure(*n, *lookups, *workers, httpLookup(*url))
 	case "store":
 		var s *lookup.Store
-		if s, err = lookup.Open(*dir, lookup.WithLogger(slog.New(slog.DiscardHandler))); err == nil {
+		opts := []lookup.Option{lookup.WithLogger(slog.New(slog.DiscardHandler))}
+		if *cacheMB > 0 {
+			opts = append(opts, lookup.WithCacheBytes(int64(*cacheMB)<<20))
+		}
+		if s, err = lookup.Open(*dir, opts...); err == nil {
 			err = measure(*n, *lookups, *workers, func(id string) (bool, error) {
 				_, lerr := s.Lookup(context.Background(), tenantOf(0), id)
 				return lerr == nil, ignoreMiss(lerr)

@@ -7,15 +7,16 @@
 # reads them); print the time from process
 # start to /readyz 200 and the store's own catch-up; then look up through
 # HTTP and print the instance's RSS. Run it where the configs are, with
-# switchboard and lookupbench on PATH. See BENCHMARKS.md (issue 17).
+# switchboard and lookupbench on PATH; BOOTSTRAP names the broker (default
+# 127.0.0.1:59092). See BENCHMARKS.md (issue 17).
 set -euo pipefail
-size=$1 port=$2 n=$3 extra=${4:-100000}
+size=$1 port=$2 n=$3 extra=${4:-100000} bootstrap=${BOOTSTRAP:-127.0.0.1:59092}
 if ((extra > n)); then extra=$n; fi
 pid=
 trap '[[ -z $pid ]] || kill -TERM "$pid" 2>/dev/null || true' EXIT # a failed step leaves no serve behind
 for run in 1 2 3; do
 	if [[ $run == 3 ]]; then
-		lookupbench produce --bootstrap 127.0.0.1:59092 --topic "bench$size.result" --n "$extra" | sed 's/^/  /'
+		lookupbench produce --bootstrap "$bootstrap" --topic "bench$size.result" --n "$extra" | sed 's/^/  /'
 	fi
 	t0=$(date +%s.%N)
 	switchboard serve --config "serve-$size.yaml" --insecure-no-auth --instance-id "bench$size" >"serve-$size-r$run.log" 2>&1 &

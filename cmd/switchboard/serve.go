@@ -52,6 +52,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		return err
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
+	applyMemoryLimit(deriveMemoryLimit(cfg, apiCfg), log)
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}

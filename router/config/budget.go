@@ -25,6 +25,9 @@ func (c *Config) setBudgetDefaults() {
 
 func (c *Config) validateBudget(add func(msg string, path ...string)) {
 	r := c.Router
+	if r.MemoryLimitBytes < 0 {
+		add(fmt.Sprintf("%d bytes: must not be negative (0 or absent: derived from the byte budgets)", r.MemoryLimitBytes), "router", "memory_limit_bytes")
+	}
 	if r.MaxPendingBytes < minPendingBytes {
 		add(fmt.Sprintf("%d bytes is less than %d, two intents of the largest payload", r.MaxPendingBytes, minPendingBytes), "router", "max_pending_bytes")
 	}

@@ -25,6 +25,7 @@ func TestPendingByteBudgets(t *testing.T) {
 		{"router: {max_pending_bytes: 1000}\n", "sb.yaml:3: router.max_pending_bytes: 1000 bytes is less than 2097152"},
 		{"router:\n  max_pending_bytes: 8000000\n  max_pending_bytes_per_tenant: 9000000\n", "sb.yaml:5: router.max_pending_bytes_per_tenant: 9000000 bytes is more than router.max_pending_bytes"},
 		{"router: {max_pending_bytes_per_tenant: -1}\n", "router.max_pending_bytes_per_tenant: -1 bytes is less than"},
+		{"router:\n  memory_limit_bytes: -5\n", "sb.yaml:4: router.memory_limit_bytes: -5 bytes: must not be negative"},
 	} {
 		_, err := parse(t, "agents: {a: {}}\nintents: {e: {agent: a}}\n"+tc.yaml, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, config.ErrInvalid) {

@@ -229,8 +229,10 @@ type Router struct {
 	// fetching requests. Default 1,000,000.
 	MaxPending int `yaml:"max_pending"`
 	// MaxPendingBytes bounds the bytes pending intents hold (payloads and
-	// their other fields); at the bound the router pauses fetching requests,
-	// as at MaxPending. Default 256 MiB.
+	// their other fields) together with the records fetched and on their
+	// way to them (the poll queue); at the bound the router pauses fetching
+	// requests, as at MaxPending, so that what was fetched before the pause
+	// is inside the bound. Default 256 MiB.
 	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
 	// MaxPendingBytesPerTenant bounds one tenant's: a tenant's new intent
 	// that would pass it resolves shed at once (error code tenant_budget),
@@ -238,6 +240,12 @@ type Router struct {
 	// answer to MaxPendingBytes only. Default 64 MiB, at most
 	// MaxPendingBytes.
 	MaxPendingBytesPerTenant int64 `yaml:"max_pending_bytes_per_tenant"`
+	// MemoryLimitBytes is the soft memory limit 'serve' gives Go's runtime
+	// (debug.SetMemoryLimit) when the GOMEMLIMIT environment variable is
+	// unset. Default 0: derived from the byte budgets (max_pending_bytes,
+	// http.results_max_bytes, four WebSocket send queues) plus a 64 MiB
+	// baseline; see cmd/switchboard/memlimit.go.
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore
 	// duplicate requests and to tell late responses from unknown ones.
 	// Default 10m.

@@ -16,12 +16,12 @@ type HTTPLookup struct {
 	// deleted at exit, so every start rebuilds the store from the topics.
 	Dir string `yaml:"dir"`
 	// CacheMB is the store's block cache, in MiB: its memory, however many
-	// results it holds. Default 32.
+	// results it holds. Default 16.
 	CacheMB int `yaml:"cache_mb"`
 }
 
 // DefaultLookupCacheMB is http.lookup.cache_mb's default.
-const DefaultLookupCacheMB = 32
+const DefaultLookupCacheMB = 16
 
 func (c *Config) setLookupDefaults() {
 	if c.HTTP.Lookup.CacheMB == 0 {

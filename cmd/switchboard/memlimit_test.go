@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+)
+
+// The derived limit is the Go-side byte budgets plus the baseline, follows
+// them when they change, and router.memory_limit_bytes replaces it.
+func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
+	const base = "agents: {a: {}}\nintents: {e: {agent: a}}\n"
+	for _, tc := range []struct {
+		yaml string
+		want int64
+		from string
+	}{
+		{base, (256 + 128 + 4*8 + 64) << 20, "derived"},
+		{base + "router: {max_pending_bytes: 67108864}\nhttp: {results_max_bytes: 16777216, websocket: {send_queue_bytes: 1048576}}\n", (64 + 16 + 4*1 + 64) << 20, "derived"},
+		{base + "router: {memory_limit_bytes: 314572800}\n", 300 << 20, "router.memory_limit_bytes"},
+	} {
+		cfg, err := config.Parse("sb.yaml", []byte(tc.yaml), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apiCfg, err := apiConfig(cfg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := deriveMemoryLimit(cfg, apiCfg); b.limit != tc.want || b.from != tc.from {
+			t.Errorf("%q: limit %d MiB from %s, want %d MiB from %s", tc.yaml, b.limit>>20, b.from, tc.want>>20, tc.from)
+		}
+	}
+}
+
+// serve sets the limit when GOMEMLIMIT is unset and leaves the runtime's
+// alone when it is set; either way it logs the limit in force.
+func TestMemoryLimitIsAppliedUnlessGOMEMLIMITIsSet(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		applyMemoryLimit(memoryBudget{limit: 300 << 20, from: "derived"}, log)
+		if got := debug.SetMemoryLimit(-1); got != 300<<20 {
+			t.Fatalf("limit %d, want 300 MiB", got)
+		}
+		if !strings.Contains(out.String(), "limit_mib=300") {
+			t.Fatalf("not logged: %s", out.String())
+		}
+	}
+	debug.SetMemoryLimit(before)
+	out.Reset()
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	applyMemoryLimit(memoryBudget{limit: 300 << 20, from: "derived"}, log)
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Fatalf("GOMEMLIMIT set, but the limit changed to %d", got)
+	}
+	if !strings.Contains(out.String(), "GOMEMLIMIT=1GiB") {
+		t.Fatalf("not logged: %s", out.String())
+	}
+}
