@@ -282,9 +282,14 @@ func testChangelogKeepsTwoTenantsOneIDApart(t *testing.T, delivery string) {
 	if got := b.resultsFor("acme", "x-1"); len(got) != 1 || string(*got[0].Answer) != `{"to":"acme"}` {
 		t.Fatalf("acme: %+v", got)
 	}
-	// Each resolution rewrites its own record.
+	// Each resolution rewrites its own record (the marker follows its
+	// result: wait for both).
+	markers, err := b.sink.WaitFor(b.ctx, pendingT, 2)
+	if err != nil {
+		t.Fatalf("waiting for the resolution markers: %v (have %d)", err, len(markers))
+	}
 	var resolved []string
-	for _, o := range b.sink.Outputs(pendingT) {
+	for _, o := range markers {
 		if b.resolvedMarker(o, string(o.Key)) {
 			resolved = append(resolved, string(o.Key))
 		}
