@@ -70,6 +70,11 @@ func applyMemoryLimit(b memoryBudget, log *slog.Logger) {
 		return
 	}
 	debug.SetMemoryLimit(b.limit)
+	if need := b.pending + memoryBaseline; b.from != "derived" && b.limit < need {
+		log.Warn("the memory limit is below the pending budget plus the baseline: with the pending intents at their budget the heap runs past it, and the collector works back to back",
+			"limit_mib", b.limit>>20, "from", b.from, "pending_mib", b.pending>>20, "baseline_mib", memoryBaseline>>20,
+			"fix", "raise router.memory_limit_bytes or lower router.max_pending_bytes")
+	}
 	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from,
 		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20, "baseline_mib", memoryBaseline>>20,
 		"outside_go_mib", b.outsideGo>>20)

@@ -65,3 +65,24 @@ func TestMemoryLimitIsAppliedUnlessGOMEMLIMITIsSet(t *testing.T) {
 		t.Fatalf("not logged: %s", out.String())
 	}
 }
+
+// A limit set below the pending budget plus the baseline is applied, and
+// said to be too low in a warning that names the key to change.
+func TestMemoryLimitBelowThePendingBudgetIsWarned(t *testing.T) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		t.Skip("GOMEMLIMIT is set: serve leaves the runtime's limit alone")
+	}
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	applyMemoryLimit(memoryBudget{limit: 200 << 20, from: "router.memory_limit_bytes", pending: 256 << 20}, log)
+	if !strings.Contains(out.String(), "level=WARN") || !strings.Contains(out.String(), "router.memory_limit_bytes") {
+		t.Fatalf("no warning naming the key: %s", out.String())
+	}
+	out.Reset()
+	applyMemoryLimit(memoryBudget{limit: 400 << 20, from: "router.memory_limit_bytes", pending: 256 << 20}, log)
+	if strings.Contains(out.String(), "level=WARN") {
+		t.Fatalf("warned about a limit with room for the budget: %s", out.String())
+	}
+}
