@@ -24,7 +24,7 @@ func TestOffsetMarksCommitUpToTheFirstNotDone(t *testing.T) {
 	m.done(8)
 	check(4) // 4 is not done: 5 and 8 wait behind it
 	m.done(4)
-	check(7) // 4 and 5 done; 6 was never read
+	check(7)  // 4 and 5 done; 6 was never read
 	m.done(4) // again: no effect
 	m.done(3) // never read: no effect
 	check(7)
