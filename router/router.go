@@ -435,7 +435,7 @@ func (r *Router) misrouted(rec *Record) bool {
 func (r *Router) forward(rec *Record, t *track) {
 	p := PartitionFor(rec.Key, r.partitions)
 	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
-	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
@@ -485,11 +485,13 @@ var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
 // delivery is the opaque of one produced output (at_least_once).
 type delivery struct {
-	a, b *track
-	out  *Output
+	t   *track
+	out *Output
 }
 
-func (r *Router) produce(o *Output, a, b *track) {
+// produce hands o to the Sink (at_least_once: t, if not nil, waits for its
+// acknowledgement) or to the open transaction (exactly_once).
+func (r *Router) produce(o *Output, t *track) {
 	if r.tx != nil {
 		if r.discarding {
 			return // the transaction failed: this work is redone after the rewind
@@ -507,9 +509,8 @@ func (r *Router) produce(o *Output, a, b *track) {
 		r.txOutputs++
 		return
 	}
-	a.hold()
-	b.hold()
-	d := &delivery{a: a, b: b, out: o}
+	t.hold()
+	d := &delivery{t: t, out: o}
 	r.inflight++
 	if err := r.sink.Produce(o, d); err != nil {
 		r.ack(Ack{Opaque: d, Err: err})
@@ -527,12 +528,10 @@ func (r *Router) ack(a Ack) {
 	r.inflight--
 	if a.Err != nil {
 		r.m.deliveryFailed.Inc()
-		r.tr.fail(d.a)
-		r.tr.fail(d.b)
+		r.tr.fail(d.t)
 		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.out.Topic, a.Err))
 	}
-	r.tr.release(d.a)
-	r.tr.release(d.b)
+	r.tr.release(d.t)
 }
 
 // onRevoke runs in the poll goroutine, inside the Source's rebalance

@@ -186,8 +186,8 @@ const stopTimeout = 20 * time.Second
 // whose handler the agent's stop interrupted is never done: it is read again
 // after a restart.
 func (a *Agent) take(ctx context.Context, rec *router.Record, done func(), wg *sync.WaitGroup, slots, waiting chan struct{}) {
-	if kind, ok := controlOf(rec); ok {
-		a.control(kind, rec)
+	if kind, ok := rec.Header(intents.HeaderControl); ok {
+		a.control(string(kind), rec)
 		done()
 		return
 	}
@@ -228,17 +228,6 @@ func (a *Agent) take(ctx context.Context, rec *router.Record, done func(), wg *s
 		}
 		a.serve(ctx, callCtx, &req, done)
 	}()
-}
-
-// controlOf returns the kind of a control record (its switchboard.control
-// header).
-func controlOf(rec *router.Record) (string, bool) {
-	for _, h := range rec.Headers {
-		if h.Key == intents.HeaderControl {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 // control handles a control record: a cancel notice cancels the intent's
