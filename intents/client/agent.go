@@ -143,23 +143,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, a.cfg.Concurrency)   // intents being served
 	waiting := make(chan struct{}, a.cfg.Concurrency) // intents waiting for a slot
-	readErr := make(chan error, 1)
+	var readErr error
+	readDone := make(chan struct{}) // closed once Read has returned: the reader is the stop's alone
 	go func() {
-		readErr <- r.Read(ctx, func(rec *router.Record, done func()) error {
+		defer close(readDone)
+		readErr = r.Read(ctx, func(rec *router.Record, done func()) error {
 			a.take(ctx, rec, done, &wg, slots, waiting)
 			return nil
 		})
 	}()
 	var runErr error
 	select {
-	case runErr = <-readErr:
-		readErr <- runErr // for the stop below
+	case <-readDone:
+		runErr = readErr // a fatal error of the client
 	case <-ctx.Done():
 	}
 	cancel() // the handlers in hand stop; their requests stay uncommitted
 	stopped := make(chan error, 1)
 	go func() {
-		<-readErr // Read has returned: the reader is the stop's alone
+		<-readDone
 		wg.Wait()
 		a.p.Close(5 * time.Second) // the answers' acknowledgements mark their requests done
 		stopped <- r.Close()       // commits what is done, leaves the group
