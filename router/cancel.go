@@ -14,13 +14,10 @@ import (
 const ClassInvalidControl = "invalid_control"
 
 // controlOf returns the value of a record's control header, if it has one.
+// (The Go agent runner reads the same header with Record.Header.)
 func controlOf(rec *Record) (string, bool) {
-	for _, h := range rec.Headers {
-		if h.Key == intents.HeaderControl {
-			return string(h.Value), true
-		}
-	}
-	return "", false
+	v, ok := rec.Header(intents.HeaderControl)
+	return string(v), ok
 }
 
 // onControl handles a control record of the requests topic.
@@ -72,7 +69,7 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 			return
 		}
 		h := append(p.headers(), Header{intents.HeaderControl, []byte(intents.ControlCancel)})
-		e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t, nil)
+		e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t)
 	}
 	msg := c.Reason
 	if msg == "" {

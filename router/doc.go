@@ -15,35 +15,45 @@
 //
 // # Goroutines
 //
-// Run starts two goroutines and owns both:
+// The event loop runs on the goroutine that called Run. Run starts up to
+// four more and owns them: it waits for the first two (through the last)
+// before it closes the Source, and the watcher ends with Run's context,
+// which Run cancels as it returns:
 //
 //   - the poll goroutine calls Source.Poll and nothing else that can block for
 //     long; it hands records to the event loop over a bounded channel and
 //     pauses partitions (never blocks) when the loop falls behind or the
 //     pending table is full;
-//   - the event loop (the goroutine that called Run) owns all state: the
-//     pending table, the timing wheel, the fallback cache, the dedup window
-//     and the offset tracker. Records, delivery acknowledgements, wheel
-//     ticks and configuration reloads (Reconfigure, reconfigure.go) reach
-//     it over channels, so the hot path takes no locks.
+//   - with WithFallbackFeed, the fallback feed's reader, which hands other
+//     instances' late answers to the loop;
+//   - a watcher that turns Shutdown into the end of Run's context;
+//   - while stopping, one that waits for the poll goroutine and the feed
+//     reader, so that the loop can serve their revokes meanwhile.
+//
+// The event loop owns all state: the pending table, the timing wheel, the
+// fallback cache, the dedup window and the offset tracker. Records, delivery
+// acknowledgements, wheel ticks and configuration reloads (Reconfigure,
+// reconfigure.go) reach it over channels, so the hot path takes no locks.
 //
 // # Delivery
 //
-// at_least_once: a record's offset is stored for commit only after everything
-// it caused has been acknowledged by the broker. A request causes its dispatch
-// and, eventually, its result, so its offset is held until the intent is
-// resolved and the result acknowledged: an instance that dies with intents
-// pending leaves their requests uncommitted, and whoever owns the partition
-// next replays them. Replays may dispatch an intent again and, rarely, write a
-// second result for it; that is what at_least_once means.
+// exactly_once, the default (txn.go): outputs and the offsets of the records
+// that caused them go into Kafka transactions through a TxSink. The event
+// loop commits as soon as a transaction holds outputs (group commit): a
+// commit blocks the loop, so one is in flight at a time, and what arrives
+// meanwhile is the next transaction's batch; records that caused nothing wait
+// at most commit_interval. A failed commit drops the work since the last one
+// and rewinds to the committed offsets.
 //
-// exactly_once (txn.go): outputs and the offsets of the records that caused
-// them go into Kafka transactions through a TxSink. The event loop commits
-// as soon as a transaction holds outputs (group commit): a commit blocks the
-// loop, so one is in flight at a time, and what arrives meanwhile is the
-// next transaction's batch; records that caused nothing wait at most
-// commit_interval. A failed commit drops the work since the last one and
-// rewinds to the committed offsets.
+// at_least_once (track.go): a record's offset is stored for commit
+// (Source.StoreOffset; the consumer commits what is stored) once every output
+// it caused has been acknowledged by the broker: a request's once its
+// dispatch and its pending changelog record are, a response's once its result
+// and the tombstone are. An intent pending when its instance dies is not
+// replayed from its request but restored from the pending changelog by the
+// partition's next owner (restore.go). A record whose outputs were delivered
+// but whose offset was not yet committed is read again and may cause them
+// again, rarely a second result: that is what at_least_once means.
 //
 // # Traces
 //

@@ -182,7 +182,7 @@ func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs i
 		t.Fatal(err)
 	}
 	outs := new([]*Output)
-	e.emit = func(o *Output, _, _ *track) { *outs = append(*outs, o) }
+	e.emit = func(o *Output, _ *track) { *outs = append(*outs, o) }
 	e.failed = func(error) {}
 	e.owns = func(int32) bool { return true }
 	return e, codec, outs

@@ -106,9 +106,9 @@ func (p *pending) keyBytes() []byte {
 	return p.idKey
 }
 
-// emitFunc hands an output to the sink; each non-nil track waits for its
+// emitFunc hands an output to the sink; a non-nil track waits for its
 // acknowledgement.
-type emitFunc func(o *Output, a, b *track)
+type emitFunc func(o *Output, t *track)
 
 // engine is the router's state machine. It is owned by the event loop and
 // never blocks: every effect is an Output handed to emit.
@@ -350,7 +350,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(e.arena.output(Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t, nil)
+	e.emit(e.arena.output(Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -373,7 +373,7 @@ func (e *engine) tick(nowMs int64) {
 		for _, r := range gone {
 			if r.persisted && e.owns(r.partition) {
 				part := r.partition
-				e.emit(&Output{Topic: e.topics.Pending, Partition: &part, Key: []byte(r.logKey)}, nil, nil) // tombstone
+				e.emit(&Output{Topic: e.topics.Pending, Partition: &part, Key: []byte(r.logKey)}, nil) // tombstone
 			}
 		}
 	})
@@ -454,7 +454,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause, nil)
+	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
@@ -524,7 +524,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		return
 	}
 	key := p.keyBytes()
-	e.emit(e.arena.output(Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause, nil)
+	e.emit(e.arena.output(Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause)
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation
@@ -538,7 +538,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		state = nil
 	}
 	if remember || p.persisted {
-		e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), cause, nil)
+		e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), cause)
 	}
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
 	p.route.m.resolved[outcome].Inc()

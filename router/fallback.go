@@ -23,7 +23,7 @@ func (e *engine) remember(r *route, key string, answer *schemas.JSON, nowMs int6
 		e.encodeFailed(t, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t, nil)
+	e.emit(&Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t)
 }
 
 // onFallbackAnswer applies an answer read from the fallback-cache topic

@@ -16,7 +16,7 @@ func (e *engine) persist(p *pending, t *track) bool {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t, nil)
+	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t)
 	p.persisted = true
 	return true
 }

@@ -28,6 +28,17 @@ type Record struct {
 	PolledAt time.Time
 }
 
+// Header returns the value of the record's first header named key, and
+// whether it has one.
+func (r *Record) Header(key string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}
+
 // Output is one record the router produces. Intent-keyed outputs are keyed by
 // intent id and partitioned by the sink with murmur2, like Java clients. A nil
 // Value is a tombstone.
@@ -38,9 +49,9 @@ type Output struct {
 	Value     []byte
 	Headers   []Header
 
-	// a and b wait for this output's acknowledgement (at_least_once): the
-	// output is its own delivery opaque, so a produce allocates nothing more.
-	a, b *track
+	// t waits for this output's acknowledgement (at_least_once): the output
+	// is its own delivery opaque, so a produce allocates nothing more.
+	t *track
 }
 
 // TopicPartition names one partition.

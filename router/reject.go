@@ -62,7 +62,7 @@ func (e *engine) deadLetter(rec *Record, t *track, class string, cause error) {
 		Header{HeaderErrorClass, []byte(class)},
 		Header{HeaderErrorMessage, []byte(msg)},
 	)
-	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	e.m.deadLettered.WithLabelValues(rec.Topic, class).Inc()
 	e.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "class", class, "error", msg)
 }

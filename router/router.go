@@ -447,7 +447,7 @@ func (r *Router) misrouted(rec *Record) bool {
 func (r *Router) forward(rec *Record, t *track) {
 	p := PartitionFor(rec.Key, r.partitions)
 	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
-	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t, nil)
+	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
@@ -496,7 +496,10 @@ func (r *Router) pressure() {
 // take that long, and the router fell into abort, redo, abort.
 var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
-func (r *Router) produce(o *Output, a, b *track) {
+// produce hands o to the Sink (at_least_once: t, if not nil, waits for its
+// acknowledgement; o is its own delivery opaque) or to the open transaction
+// (exactly_once).
+func (r *Router) produce(o *Output, t *track) {
 	if r.tx != nil {
 		if r.discarding {
 			return // the transaction failed: this work is redone after the rewind
@@ -514,9 +517,8 @@ func (r *Router) produce(o *Output, a, b *track) {
 		r.txOutputs++
 		return
 	}
-	a.hold()
-	b.hold()
-	o.a, o.b = a, b // o is its own delivery opaque (at_least_once)
+	t.hold()
+	o.t = t // o is its own delivery opaque (at_least_once)
 	r.inflight++
 	if err := r.sink.Produce(o, o); err != nil {
 		r.ack(Ack{Opaque: o, Err: err})
@@ -534,12 +536,10 @@ func (r *Router) ack(a Ack) {
 	r.inflight--
 	if a.Err != nil {
 		r.m.deliveryFailed.Inc()
-		r.tr.fail(d.a)
-		r.tr.fail(d.b)
+		r.tr.fail(d.t)
 		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.Topic, a.Err))
 	}
-	r.tr.release(d.a)
-	r.tr.release(d.b)
+	r.tr.release(d.t)
 }
 
 // onRevoke runs in the poll goroutine, inside the Source's rebalance

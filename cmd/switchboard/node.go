@@ -268,11 +268,13 @@ func (n *node) ready() error {
 	return nil
 }
 
-// run runs every part until ctx ends or one part fails, then stops them in
-// order: the API first (no new intents), then the router (it drains and
-// commits), then the results reader, the lag sampler's clients and the
-// publisher; then it closes the lookup store; last, the spans still batched
-// are exported.
+// run runs every part until ctx ends or one part fails. The parts (router,
+// API, results reader, context store, lag sampler) then stop together, each
+// with the end of the one context they share (the router drains and commits,
+// the API shuts its server down), and run waits for all of them; only then,
+// in order, it closes the lag sampler's admin client and the publisher, then
+// the lookup store (and deletes its temporary directory), and last exports
+// the spans still batched.
 func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

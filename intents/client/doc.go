@@ -1,6 +1,7 @@
 // Package client is how programs talk to Switchboard over Kafka: publish an
 // intent and wait for its result (Publisher, Await; Follow for its progress
-// too), and serve intents as an agent (Agent; a handler reports progress with
+// too), and serve intents as an agent (Agent, at least once: it commits a
+// request once its answer is acknowledged; a handler reports progress with
 // Progress). The command line's send and agent subcommands, the API and the
 // demo agents of 'switchboard dev' (DemoHandler, WriterHandler) are built on
 // it.

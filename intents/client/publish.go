@@ -79,14 +79,6 @@ func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
 // Close flushes and releases the producer.
 func (p *Publisher) Close() { p.p.Close(5 * time.Second) }
 
-// ErrNoResult is returned by Await when ctx ends before the result arrives.
-var ErrNoResult = errors.New("client: no result before the deadline")
-
-// ErrUndecodableResult is returned by Await and Follow when the intent's
-// result arrived (a record under its key) but could not be decoded: most
-// often an Avro record whose schema the registry could not give.
-var ErrUndecodableResult = errors.New("client: the result arrived but could not be decoded")
-
 // Await reads the results topic from its current end, calls publish once it
 // is reading (so the result cannot be missed), and returns the result of the
 // intent (tenant, intentID), tenant "" for an intent without one: another

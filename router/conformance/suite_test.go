@@ -331,6 +331,47 @@ func (e *env) waitMetric(name string, want float64) {
 	}
 }
 
+// settle is the barrier of an absence check on the results topic ("key has
+// no second result"). It publishes a marker intent of a type nobody serves,
+// with an id that lands in the same results partition as key, and waits for
+// the marker's result (rejected). The router writes that result after
+// everything it did before it read the marker, in the same partition; a
+// reader of committed records sees a partition's records in order, so once
+// the marker's result is visible, whatever the router wrote under key
+// before is too (under exactly_once, in a transaction that is committed by
+// then). Call it once the router has handled what is checked (a metric
+// moved): a metric moves when the record is handled, before its outputs'
+// transaction commits.
+func (e *env) settle(key string) {
+	e.t.Helper()
+	id := e.idBeside("marker", key, e.cfg.Topics.Results)
+	e.publish(&schemas.IntentRequest{IntentID: id, IntentType: "marker_nobody_serves", Payload: "{}"}, time.Time{})
+	if res := e.result(id); res.Outcome != schemas.OutcomeRejected {
+		e.t.Fatalf("marker result %+v, want rejected", res)
+	}
+}
+
+// idBeside returns a new id, prefix-<random>, that the murmur2 partitioner
+// puts in the same partition of topic as key.
+func (e *env) idBeside(prefix, key, topic string) string {
+	e.t.Helper()
+	n := int32(0)
+	for _, p := range e.cfg.TopicPlans() {
+		if p.Name == topic {
+			n = int32(p.Partitions)
+		}
+	}
+	if n <= 0 {
+		e.t.Fatalf("no partition count for topic %s", topic)
+	}
+	want := router.PartitionFor([]byte(key), n)
+	for {
+		if id := prefix + "-" + randomHex(6); router.PartitionFor([]byte(id), n) == want {
+			return id
+		}
+	}
+}
+
 func gather(reg *prometheus.Registry, name string) float64 {
 	mfs, _ := reg.Gather()
 	total := 0.0
@@ -413,6 +454,7 @@ func (e *env) lateAnswerThenCache(t *testing.T) {
 	if to := e.timeoutEvent(second.IntentID); to.Fallback != schemas.FallbackCache {
 		t.Fatalf("timeout %+v", to)
 	}
+	e.settle(first.IntentID)
 	if n := e.results.count(first.IntentID); n != 1 {
 		t.Fatalf("the late answer made %d results for its intent", n)
 	}
@@ -430,7 +472,10 @@ func (e *env) expiredOnArrival(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// A later intent to the same agent is dispatched; the expired one never.
+	// The later one's dispatch is the barrier: it lands in the partition of
+	// the agent's topic where the expired one's would have, after it.
 	probe := e.intent("fraud_check", `{}`, "")
+	probe.IntentID = e.idBeside("fraud_check", req.IntentID, e.cfg.Agents["slow"].Topic)
 	e.publish(probe, time.Time{})
 	e.dispatched("slow", probe.IntentID)
 	if n := e.agents["slow"].count(req.IntentID); n != 0 {
@@ -448,6 +493,7 @@ func (e *env) duplicateResponse(t *testing.T) {
 	e.result(req.IntentID)
 	e.respond(req.IntentID, "echo", `2`, e.codec.Encoding())
 	e.waitMetric("switchboard_responses_duplicate_total", dups+1)
+	e.settle(req.IntentID)
 	if n := e.results.count(req.IntentID); n != 1 {
 		t.Fatalf("%d results after a duplicate response", n)
 	}
@@ -563,6 +609,7 @@ func (e *env) cancel(t *testing.T) {
 	late := gather(e.reg, "switchboard_responses_late_total")
 	e.respond(req.IntentID, "echo", `1`, e.codec.Encoding())
 	e.waitMetric("switchboard_responses_late_total", late+1)
+	e.settle(req.IntentID)
 	if n := e.results.count(req.IntentID); n != 1 {
 		t.Fatalf("%d results for a cancelled intent", n)
 	}
@@ -637,6 +684,7 @@ func (e *env) idSquatting(t *testing.T) {
 	if res := of(acme); res.Outcome != schemas.OutcomeAnswered || string(*res.Answer) != `{"to":"acme"}` {
 		t.Fatalf("acme: %+v", res)
 	}
+	e.settle(id)
 	if n := e.results.count(id); n != 2 {
 		t.Fatalf("%d results for the id, want one per tenant", n)
 	}

@@ -11,8 +11,9 @@ import (
 
 // Consume joins groupID, reads topics and calls fn for each record until ctx
 // ends or fn returns an error. Offsets are committed automatically as records
-// are handed to fn: what a demo agent or a tool needs, not what the router
-// needs (it uses Source). A new group starts at the beginning of the topics,
+// are handed to fn: what bench's in-process agent needs, not what the router
+// (Source) or the Go agent runner (GroupReader) need: a member killed with
+// records in hand loses them. A new group starts at the beginning of the topics,
 // so requests written before an agent first joined are not missed.
 func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
 	c, err := newConsumer(s, "consumer", kafka.ConfigMap{

@@ -3,7 +3,8 @@
 // of Switchboard (the API, the command line, the demo agents) the few Kafka
 // operations they share: producing with the settings every intent-keyed topic
 // needs, reading a topic from its end or its beginning without a consumer
-// group, and creating topics. For operators it answers the lag Sampler
+// group, reading as a member of a group that commits only what its owner has
+// finished with (GroupReader, the Go agent runner's), and creating topics. For operators it answers the lag Sampler
 // (LagAdmin: consumer groups, committed offsets, extents, the oldest
 // unconsumed record's timestamp) and reads the router consumer's own lag
 // from librdkafka's statistics (Source.OnConsumerStats).
