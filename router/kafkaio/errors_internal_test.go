@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -110,5 +111,46 @@ func TestRefusedOrKeepsTheOneLine(t *testing.T) {
 	plain := errors.New("boom")
 	if got := refusedOr(plain, "kafkaio: creating topic %s: %w", "t"); got.Error() != "kafkaio: creating topic t: boom" || !errors.Is(got, plain) {
 		t.Errorf("got %v", got)
+	}
+}
+
+// What librdkafka logs and reports while a broker restarts (the chaos test's
+// broker restart, librdkafka 2.11 against Kafka 4.4): none of it is a
+// refusal, so the watch never ends a read or a send on it, and a consumer
+// never returns it as a denial. (The chaos test's stall after issue 21's
+// merge was looked for here.)
+func TestBrokerRestartIsNoRefusal(t *testing.T) {
+	lines := []string{
+		"[thrd:GroupCoordinator]: GroupCoordinator: 127.0.0.1:25092: Connect to ipv4#127.0.0.1:25092 failed: Connection refused (after 0ms in state CONNECT)",
+		"[thrd:main]: Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: Not coordinator: retrying",
+		"[thrd:127.0.0.1:25092/bootstrap]: 127.0.0.1:25092/1: Disconnected (after 51234ms in state UP)",
+		"[thrd:main]: Failed to initialize Producer ID: Broker: Coordinator load in progress",
+		"[thrd:GroupCoordinator]: GroupCoordinator/1: Timed out OffsetFetchRequest in flight (after 10003ms, timeout #0)",
+		"[thrd:main]: 127.0.0.1:25092/bootstrap: 1/1 brokers are down",
+		"[thrd:main]: Fatal consumer error: Broker: Static consumer fenced by other consumer with same group.instance.id",
+	}
+	s := Settings{Bootstrap: "127.0.0.1:25092"}
+	for _, l := range lines {
+		if r := s.refusalIn(l); r != nil {
+			t.Errorf("%q read as a refusal: %v", l, r)
+		}
+	}
+	logs := make(chan kafka.LogEvent, len(lines))
+	for _, l := range lines {
+		logs <- kafka.LogEvent{Name: "switchboard#consumer-1", Tag: "FAIL", Message: l, Level: 3}
+	}
+	close(logs)
+	s.Logger = slog.New(slog.DiscardHandler)
+	w := newWatch(s, logs)
+	<-w.done
+	if err := w.refusal(); err != nil {
+		t.Errorf("the watch read a refusal from a broker restart: %v", err)
+	}
+	c := &consumer{w: w, group: "g"}
+	for _, code := range []kafka.ErrorCode{kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrTimedOut,
+		kafka.ErrCoordinatorLoadInProgress, kafka.ErrNotCoordinator, kafka.ErrFencedInstanceID} {
+		if err := c.denial(kafka.NewError(code, code.String(), false), []string{"t"}); err != nil {
+			t.Errorf("%v read as a denial: %v", code, err)
+		}
 	}
 }
