@@ -70,13 +70,6 @@ func (c *conn) codec(cfg *config.Config) (*schemas.Codec, error) {
 	return schemas.NewCodec(schemas.WithRegistry(reg), schemas.WithDefaultEncoding(write))
 }
 
-// settings are the Kafka settings of a command-line tool's clients. They
-// keep librdkafka's own log lines ("Connect to … failed", one every second)
-// off the terminal: the tools say in one line what went wrong. librdkafka
-// still logs at its default level into kafkaio, which reads a refused
-// password or certificate from those lines (a *kafkaio.RefusedError);
-// only their printing is dropped. With kafka.properties' log_level set,
-// they are printed.
 // registryURL is the registry the tools read Avro records through: --registry,
 // else the config's, else the default.
 func (c *conn) registryURL(cfg *config.Config) string {
@@ -89,6 +82,13 @@ func (c *conn) registryURL(cfg *config.Config) string {
 	return "http://" + defaultRegistry
 }
 
+// settings are the Kafka settings of a command-line tool's clients. They
+// keep librdkafka's own log lines ("Connect to … failed", one every second)
+// off the terminal: the tools say in one line what went wrong. librdkafka
+// still logs at its default level into kafkaio, which reads a refused
+// password or certificate from those lines (a *kafkaio.RefusedError);
+// only their printing is dropped. With kafka.properties' log_level set,
+// they are printed.
 func (c *conn) settings(cfg *config.Config, clientID string) kafkaio.Settings {
 	s := settingsOf(cfg, clientID)
 	if _, set := s.Properties["log_level"]; !set {
