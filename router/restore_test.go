@@ -445,8 +445,11 @@ func driveUntilRunReturns(t *testing.T, clock *clockwork.FakeClock, done <-chan 
 		case <-deadline.C:
 			stop()
 			t.Fatal("the takeover neither succeeded nor gave up")
-		case <-waiting:
+		case err := <-waiting:
 			stop()
+			if err != nil {
+				t.Fatalf("waiting for the takeover's backoff: %v", err)
+			}
 			if each != nil {
 				each()
 			}

@@ -147,8 +147,11 @@ func TestBrokerRestartIsNoRefusal(t *testing.T) {
 		t.Errorf("the watch read a refusal from a broker restart: %v", err)
 	}
 	c := &consumer{w: w, group: "g"}
-	for _, code := range []kafka.ErrorCode{kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrTimedOut,
-		kafka.ErrCoordinatorLoadInProgress, kafka.ErrNotCoordinator, kafka.ErrFencedInstanceID} {
+	codes := []kafka.ErrorCode{
+		kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrTimedOut,
+		kafka.ErrCoordinatorLoadInProgress, kafka.ErrNotCoordinator, kafka.ErrFencedInstanceID,
+	}
+	for _, code := range codes {
 		if err := c.denial(kafka.NewError(code, code.String(), false), []string{"t"}); err != nil {
 			t.Errorf("%v read as a denial: %v", code, err)
 		}
