@@ -368,6 +368,40 @@ func TestLostAssignmentIsNeverCommitted(t *testing.T) {
 // so that 'serve' replaces it, rather than holding its partitions with no
 // progress for ever.
 func TestTakeOverThatKeepsFailingIsFatal(t *testing.T) {
+	clock, _, done := runFailingTakeOver(t)
+	err := driveUntilRunReturns(t, clock, done, nil)
+	var fatal *router.FatalError
+	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "taking over partitions failed") {
+		t.Fatalf("Run returned %v, want a FatalError from the takeover", err)
+	}
+	if clock.Since(t0) < 20*time.Second {
+		t.Fatalf("gave up after %v: a brief outage must be retried", clock.Since(t0))
+	}
+}
+
+// A consumer whose group took its partitions away while its takeover was
+// failing (the session ended during the outage) gives up at once: there is
+// nothing left to wait for.
+func TestTakeOverGivesUpWhenTheAssignmentIsLost(t *testing.T) {
+	clock, src, done := runFailingTakeOver(t)
+	err := driveUntilRunReturns(t, clock, done, func() {
+		if clock.Since(t0) >= 5*time.Second {
+			src.LoseAssignment()
+		}
+	})
+	var fatal *router.FatalError
+	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "lost them") {
+		t.Fatalf("Run returned %v, want a FatalError naming the lost assignment", err)
+	}
+	if clock.Since(t0) >= 20*time.Second {
+		t.Fatalf("gave up only after %v, although the assignment was lost at 5s", clock.Since(t0))
+	}
+}
+
+// runFailingTakeOver runs an at_least_once router whose source cannot read its
+// committed offsets, assigned both partitions.
+func runFailingTakeOver(t *testing.T) (*clockwork.FakeClock, *routertest.Source, <-chan error) {
+	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(testConfig), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -387,25 +421,63 @@ func TestTakeOverThatKeepsFailingIsFatal(t *testing.T) {
 	}
 	src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	// Drive the fake clock through the retries' backoff until Run returns.
+	return clock, src, done
+}
+
+// driveUntilRunReturns moves the fake clock on whenever the takeover waits on
+// its backoff (the event loop's ticker and the backoff's timer: two waiters),
+// calling each, if not nil, before every step, and returns what Run returned.
+func driveUntilRunReturns(t *testing.T, clock *clockwork.FakeClock, done <-chan error, each func()) error {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for {
+		waiting := make(chan error, 1)
+		bctx, stop := context.WithCancel(context.Background())
+		go func() { waiting <- clock.BlockUntilContext(bctx, 2) }()
 		select {
 		case err := <-done:
-			var fatal *router.FatalError
-			if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "taking over partitions failed") {
-				t.Fatalf("Run returned %v, want a FatalError from the takeover", err)
+			stop()
+			return err
+		case <-deadline.C:
+			stop()
+			t.Fatal("the takeover neither succeeded nor gave up")
+		case err := <-waiting:
+			stop()
+			if err != nil {
+				t.Fatalf("waiting for the takeover's backoff: %v", err)
 			}
-			if clock.Since(t0) < 20*time.Second {
-				t.Fatalf("gave up after %v: a brief outage must be retried", clock.Since(t0))
+			if each != nil {
+				each()
 			}
-			return
-		case <-ctx.Done():
-			t.Fatal("the takeover retried for ever")
-		case <-time.After(time.Millisecond):
-			clock.Advance(500 * time.Millisecond)
+			clock.Advance(5 * time.Second)
 		}
 	}
+}
+
+// A takeover retries a brief outage (committed offsets timing out for 15 s)
+// and then serves the partitions, without replacing the consumer.
+func TestTakeOverRidesOutABriefOutage(t *testing.T) {
+	both(t, testTakeOverRidesOutABriefOutage)
+}
+
+func testTakeOverRidesOutABriefOutage(t *testing.T, delivery string) {
+	h := startWithHook(t, t0, nil, func(s *routertest.Source) { s.FailCommitted(errors.New("Local: Timed out")) }, testConfig, delivery)
+	for {
+		// Parked on its backoff timer (beside the event loop's ticker).
+		if err := h.clock.BlockUntilContext(h.ctx, 2); err != nil {
+			t.Fatalf("the takeover stopped retrying at %v: %v", h.clock.Since(t0), err)
+		}
+		if h.clock.Since(t0) >= 15*time.Second {
+			break
+		}
+		h.clock.Advance(5 * time.Second)
+	}
+	h.src.FailCommitted(nil)
+	h.clock.Advance(5 * time.Second)
+	h.request("after-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
 }

@@ -124,19 +124,24 @@ func readToEnd(ctx context.Context, bootstrap, topic string, fn func(*kafka.Mess
 // committed, from the beginning: how the test watches progress and knows
 // when to stop waiting. The verdict reads the topics again with readToEnd.
 type liveCounts struct {
-	mu   sync.Mutex
-	keys map[string]int
-	n    int
-	err  error
-	done chan struct{}
+	mu    sync.Mutex
+	keys  map[string]int
+	first map[string]int64 // key -> when its first record was read (unix ms): the drill's latencies
+	n     int
+	err   error
+	done  chan struct{}
 }
 
 func watchTopic(ctx context.Context, bootstrap, topic string) *liveCounts {
-	lc := &liveCounts{keys: map[string]int{}, done: make(chan struct{})}
+	lc := &liveCounts{keys: map[string]int{}, first: map[string]int64{}, done: make(chan struct{})}
 	go func() {
 		defer close(lc.done)
 		err := kafkaio.Tail(ctx, kafkaio.Settings{Bootstrap: bootstrap}, topic, true, nil, func(rec *router.Record) error {
+			at := time.Now().UnixMilli()
 			lc.mu.Lock()
+			if lc.keys[string(rec.Key)] == 0 {
+				lc.first[string(rec.Key)] = at
+			}
 			lc.keys[string(rec.Key)]++
 			lc.n++
 			lc.mu.Unlock()
@@ -155,6 +160,13 @@ func (lc *liveCounts) total() int {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	return lc.n
+}
+
+// firstSeen returns when key's first record was read (unix ms), 0 if never.
+func (lc *liveCounts) firstSeen(key string) int64 {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.first[key]
 }
 
 func (lc *liveCounts) has(key string) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"log/slog"
 	"os"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
@@ -69,10 +70,6 @@ func (c *conn) codec(cfg *config.Config) (*schemas.Codec, error) {
 	return schemas.NewCodec(schemas.WithRegistry(reg), schemas.WithDefaultEncoding(write))
 }
 
-// settings are the Kafka settings of a command-line tool's clients. They
-// keep librdkafka's own log lines (level 3 and above: "Connect to … failed",
-// one every second) off the terminal: the tools say in one line what went
-// wrong. kafka.properties' log_level, when set, wins.
 // registryURL is the registry the tools read Avro records through: --registry,
 // else the config's, else the default.
 func (c *conn) registryURL(cfg *config.Config) string {
@@ -85,9 +82,18 @@ func (c *conn) registryURL(cfg *config.Config) string {
 	return "http://" + defaultRegistry
 }
 
+// settings are the Kafka settings of a command-line tool's clients. They
+// keep librdkafka's own log lines ("Connect to … failed", one every second)
+// off the terminal: the tools say in one line what went wrong. librdkafka
+// still logs at its default level into kafkaio, which reads a refused
+// password or certificate from those lines (a *kafkaio.RefusedError);
+// only their printing is dropped. With kafka.properties' log_level set,
+// they are printed.
 func (c *conn) settings(cfg *config.Config, clientID string) kafkaio.Settings {
 	s := settingsOf(cfg, clientID)
-	s.Properties = withDefaults(s.Properties, map[string]string{"log_level": "2"})
+	if _, set := s.Properties["log_level"]; !set {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
 	return s
 }
 

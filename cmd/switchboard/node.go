@@ -160,6 +160,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	}
 	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
 	n.live.Store(cfg)
+	n.kafka.Logger = log // librdkafka's lines, as the node's
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var reload api.Option
@@ -392,7 +393,9 @@ func (n *node) newLag(reg prometheus.Registerer) error {
 	for name, a := range n.cfg.Agents {
 		groups = append(groups, lag.Group{Agent: name, GroupID: a.GroupID, Topic: a.Topic})
 	}
-	if n.lagConn, err = kafkaio.NewLagAdmin(settingsOf(n.cfg, "switchboard-lag")); err != nil {
+	lagKafka := settingsOf(n.cfg, "switchboard-lag")
+	lagKafka.Logger = n.log
+	if n.lagConn, err = kafkaio.NewLagAdmin(lagKafka); err != nil {
 		return err
 	}
 	n.lag, err = lag.NewSampler(n.lagConn, groups, lag.WithInterval(n.cfg.Router.LagInterval.D()),

@@ -15,11 +15,15 @@ import (
 )
 
 func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "acls" {
+		return runTopicsACLs(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "create" && args[0] != "check") {
-		fmt.Fprint(stderr, `Usage: switchboard topics create|check --config FILE
+		fmt.Fprint(stderr, `Usage: switchboard topics create|check|acls --config FILE
 
   create  create every topic the configuration uses that does not exist yet
   check   only compare: report what is missing or conflicts
+  acls    print or apply the Kafka ACLs the router, the API and agents need
 
 Both report each topic as created, matched, missing or conflict, and exit 1 on
 a conflict: a topic that exists with another partition count, replication

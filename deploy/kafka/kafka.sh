@@ -15,6 +15,8 @@
 #   kafka.sh fetch           only fetch the jars into the cache
 #   kafka.sh topics ARGS...  org.apache.kafka.tools.TopicCommand against this broker
 #   kafka.sh tool CLASS ARGS...  any main class from the jars (admin and console tools)
+#   kafka.sh cluster CMD ...  N nodes instead of one, optionally SASL_SSL with ACLs:
+#                            up, down, status, kill/stop/start NODE, ... (see cluster.sh)
 #
 # Environment (defaults in brackets):
 #   KAFKA_PORT [9092]  KAFKA_CONTROLLER_PORT [9093]
@@ -158,6 +160,11 @@ write_configs() {
 	mkdir -p "$data" "$(dirname "$log")"
 	touch "$marker"
 	write_tool_configs
+	write_log4j_server
+	write_server_properties
+}
+
+write_log4j_server() {
 	cat >"$log4j_server" <<-'EOF'
 		# The broker logs to stdout; kafka.sh sends stdout to logs/server.log. No log4j
 		# shutdown hook, so that the broker's own shutdown is logged to the end.
@@ -174,6 +181,9 @@ write_configs() {
 		logger.state.name = state.change.logger
 		logger.state.level = WARN
 	EOF
+}
+
+write_server_properties() {
 	cat >"$conf" <<-EOF
 		# Written by deploy/kafka/kafka.sh for Kafka $kafka_version; rewritten on every 'up'.
 		# One node, broker and controller in one process, KRaft, plaintext on loopback.
@@ -407,6 +417,11 @@ main() {
 		;;
 	topics) cmd_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" "$@" ;;
 	tool) cmd_tool "$@" ;;
+	cluster)
+		# shellcheck source=deploy/kafka/cluster.sh
+		source "$here/cluster.sh"
+		cluster_main "$@"
+		;;
 	-h | --help | help) usage ;;
 	*) usage ;;
 	esac

@@ -26,18 +26,24 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 	if err != nil {
 		return err
 	}
+	c.group = groupID
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 	if err := c.SubscribeTopics(topics, nil); err != nil {
 		return fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
 	}
-	return readLoop(ctx, c, fmt.Sprintf("consuming %v", topics), fn, nil)
+	return readLoop(ctx, c, fmt.Sprintf("consuming %v", topics), topics, fn, nil)
 }
 
 // readLoop hands every record c delivers to fn until ctx ends, fn fails, or
-// the client hits a fatal error (reported as doing what). eof, if not nil,
-// hears of every end of partition (when the consumer reports them).
-func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*router.Record) error, eof func(partition int32)) error {
+// the client hits a fatal error (reported as doing what) or is refused: its
+// credentials or certificate, or its principal denied one of topics or its
+// group (a *RefusedError). eof, if not nil, hears of every end of partition
+// (when the consumer reports them).
+func readLoop(ctx context.Context, c *consumer, doing string, topics []string, fn func(*router.Record) error, eof func(partition int32)) error {
 	for ctx.Err() == nil {
+		if err := c.w.refusal(); err != nil {
+			return err
+		}
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
@@ -51,6 +57,9 @@ func readLoop(ctx context.Context, c *kafka.Consumer, doing string, fn func(*rou
 				eof(e.Partition)
 			}
 		case kafka.Error:
+			if err := c.denial(e, topics); err != nil {
+				return err
+			}
 			if e.IsFatal() {
 				return fmt.Errorf("kafkaio: %s: %w", doing, e)
 			}

@@ -9,6 +9,15 @@
 // unconsumed record's timestamp) and reads the router consumer's own lag
 // from librdkafka's statistics (Source.OnConsumerStats).
 //
+// Every client it makes sends librdkafka's log lines to Settings.Logger
+// rather than stderr, and turns the brokers' refusals into one error each
+// (errors.go): SASL credentials refused (ErrAuthentication), a broker
+// certificate not trusted (ErrUntrustedCertificate), an operation the
+// principal has no ACL for (ErrNotAuthorized, naming the operation and the
+// resource). A command waiting on a refused client ends at once with that
+// line; the router's consumer reports it as it polls on. What ACLs each
+// principal needs is config's (router/config/acls.go), not this package's.
+//
 // Settings the router owns are set here and cannot be overridden through
 // kafka.properties: the murmur2_random partitioner (the Java client's, so
 // agents in any language land a response on its request's partition number),

@@ -50,12 +50,12 @@ func Follow(ctx context.Context, s Settings, topic string, since time.Time, caug
 			caughtUp()
 		}
 	}
-	return readLoop(ctx, c, "following "+topic, fn, eof)
+	return readLoop(ctx, c, "following "+topic, []string{topic}, fn, eof)
 }
 
 // offsetsAt replaces the offsets of tps by the first offset stamped at or
 // after ts (the end, where there is none).
-func offsetsAt(c *kafka.Consumer, tps []kafka.TopicPartition, ts time.Time) ([]kafka.TopicPartition, error) {
+func offsetsAt(c *consumer, tps []kafka.TopicPartition, ts time.Time) ([]kafka.TopicPartition, error) {
 	q := make([]kafka.TopicPartition, len(tps))
 	for i, tp := range tps {
 		q[i] = kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(ts.UnixMilli())}

@@ -2,17 +2,12 @@ package kafkaio
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/switchboard-mcp/switchboard/router"
 )
-
-// ErrOffsetOutOfRange is returned by ReadRange when a start offset is no
-// longer held by the broker (retention deleted it).
-var ErrOffsetOutOfRange = errors.New("kafkaio: offset out of range")
 
 // Offsets are per-partition offsets of some topics: Offsets[topic][p] is
 // partition p's.
@@ -44,7 +39,7 @@ func FollowLive(ctx context.Context, s Settings, topics []string, ready func(sta
 	if ready != nil {
 		ready(start)
 	}
-	return readLoop(ctx, c, fmt.Sprintf("reading %v", topics), fn, nil)
+	return readLoop(ctx, c, fmt.Sprintf("reading %v", topics), topics, fn, nil)
 }
 
 // offsetsOf lays out per-partition offsets by partition number.
@@ -101,7 +96,9 @@ func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*route
 	}
 	left := map[key]int64{}
 	var assign []kafka.TopicPartition
+	topics := make([]string, 0, len(from))
 	for topic, offs := range from {
+		topics = append(topics, topic)
 		for p, off := range offs {
 			if p >= len(to[topic]) || off >= to[topic][p] {
 				continue
@@ -155,6 +152,9 @@ func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*route
 				done(k) // the end of the log is at or past to
 			}
 		case kafka.Error:
+			if err := c.denial(e, topics); err != nil {
+				return err
+			}
 			if e.Code() == kafka.ErrAutoOffsetReset {
 				return fmt.Errorf("%w: %v", ErrOffsetOutOfRange, e)
 			}

@@ -16,8 +16,8 @@ import (
 // it when the Sampler has stopped; its methods are called from one
 // goroutine at a time.
 type LagAdmin struct {
-	a *kafka.AdminClient
-	r *kafka.Consumer
+	a *admin
+	r *consumer
 	// Timeout bounds each admin request; ReadTimeout bounds the reading of
 	// FirstTimestamps.
 	Timeout, ReadTimeout time.Duration
@@ -27,13 +27,9 @@ var _ lag.Admin = (*LagAdmin)(nil)
 
 // NewLagAdmin connects an admin client and the reader.
 func NewLagAdmin(s Settings) (*LagAdmin, error) {
-	cm, err := s.adminConfigMap()
+	a, err := newAdmin(s)
 	if err != nil {
 		return nil, err
-	}
-	a, err := kafka.NewAdminClient(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the admin client: %w", err)
 	}
 	// One record per partition is all it needs: fetch little, queue little.
 	r, err := newReader(s, "lag", true, kafka.ConfigMap{

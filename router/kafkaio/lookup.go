@@ -44,7 +44,7 @@ func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, e
 		}
 		st.Low[tp.Partition], st.High[tp.Partition] = low, high
 	}
-	st.ID = topicID(ctx, c, topic)
+	st.ID = topicID(ctx, c.Consumer, topic)
 	return st, nil
 }
 

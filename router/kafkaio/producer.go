@@ -16,31 +16,40 @@ import (
 // safe for concurrent use.
 type Producer struct {
 	p         *kafka.Producer
+	w         *watch
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
 // NewProducer creates an idempotent producer with the murmur2 partitioner.
+//
+// While the brokers refuse it (its credentials, or a certificate it does not
+// trust: librdkafka retries those for ever), Send and SendTo fail at once
+// with a *RefusedError instead of waiting for their context or the
+// delivery timeout; a record the broker denies for want of an ACL fails
+// with one too.
 func NewProducer(s Settings) (*Producer, error) {
-	cm, err := s.configMapFor("producer", producerSettings)
+	p, w, err := newProducer(s, "producer", producerSettings)
 	if err != nil {
 		return nil, err
 	}
-	p, err := kafka.NewProducer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the producer: %w", err)
-	}
-	k := &Producer{p: p}
+	k := &Producer{p: p, w: w}
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
 		for ev := range p.Events() {
 			if m, ok := ev.(*kafka.Message); ok {
+				err := m.TopicPartition.Error
+				if err == nil {
+					w.accepted()
+				} else if m.TopicPartition.Topic != nil {
+					err = s.refusal(err, "Write", "topic "+*m.TopicPartition.Topic)
+				}
 				switch done := m.Opaque.(type) {
 				case chan error:
-					done <- m.TopicPartition.Error
+					done <- err
 				case func(error):
-					done(m.TopicPartition.Error)
+					done(err)
 				}
 			}
 		}
@@ -57,18 +66,28 @@ func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, he
 // SendTo is Send to one partition (kafka.PartitionAny, -1: the partitioner
 // chooses).
 func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time) error {
+	if err := k.w.refusal(); err != nil {
+		return err
+	}
 	done := make(chan error, 1)
 	if err := k.produce(topic, partition, key, value, headers, ts, done); err != nil {
 		return err
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("kafkaio: delivering to %s: %w", topic, err)
+	for {
+		refused := k.w.refusedC()
+		select {
+		case err := <-done:
+			if err != nil {
+				return refusedOr(err, "kafkaio: delivering to %s: %w", topic)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-refused:
+			if err := k.w.refusal(); err != nil {
+				return err
+			}
 		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -105,8 +124,13 @@ func (k *Producer) produce(topic string, partition int32, key, value []byte, hea
 // Close flushes for up to timeout and releases the producer. It is idempotent.
 func (k *Producer) Close(timeout time.Duration) {
 	k.closeOnce.Do(func() {
+		if k.w.refusal() != nil {
+			// Refused: nothing will be delivered; do not wait for it.
+			_ = k.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight | kafka.PurgeNonBlocking)
+		}
 		k.p.Flush(int(timeout.Milliseconds()))
 		k.p.Close()
 		k.wg.Wait()
+		<-k.w.done
 	})
 }

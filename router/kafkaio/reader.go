@@ -7,7 +7,7 @@ import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
 // group id all the same: "switchboard-<name>-<random>") and commits nothing,
 // and it reads committed records only. eof asks for end-of-partition events;
 // extra adds settings of the caller's.
-func newReader(s Settings, name string, eof bool, extra kafka.ConfigMap) (*kafka.Consumer, error) {
+func newReader(s Settings, name string, eof bool, extra kafka.ConfigMap) (*consumer, error) {
 	owned := kafka.ConfigMap{
 		"group.id":             "switchboard-" + name + "-" + tailID(),
 		"enable.auto.commit":   false,

@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -83,11 +84,13 @@ func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32
 		return err
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
-	md, err := c.GetMetadata(&topic, false, 10000)
+	md, err := c.metadata(&topic, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("kafkaio: reading metadata of %s: %w", topic, err)
 	}
-	if t, ok := md.Topics[topic]; !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) == 0 {
+	if t, ok := md.Topics[topic]; ok && t.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+		return s.refusal(t.Error, "Describe", "topic "+topic)
+	} else if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) == 0 {
 		return fmt.Errorf("kafkaio: topic %s does not exist (create it with 'switchboard topics create')", topic)
 	}
 	tps := make([]kafka.TopicPartition, len(partitions))
@@ -113,6 +116,9 @@ func readToEnd(ctx context.Context, s Settings, topic string, partitions []int32
 		case kafka.PartitionEOF:
 			delete(left, e.Partition)
 		case kafka.Error:
+			if err := c.denial(e, []string{topic}); err != nil {
+				return err
+			}
 			if e.IsFatal() {
 				return fmt.Errorf("kafkaio: reading %s: %w", topic, e)
 			}

@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -32,11 +33,14 @@ func Scan(ctx context.Context, s Settings, topic string, start func(Extent) (int
 	}
 	defer func() { _ = c.Close() }() // a consumer that read nothing to commit closes without news
 
-	md, err := c.GetMetadata(&topic, false, 10000)
+	md, err := c.metadata(&topic, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("kafkaio: reading metadata of %s: %w", topic, err)
 	}
 	t, ok := md.Topics[topic]
+	if ok && t.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+		return c.w.s.refusal(t.Error, "Describe", "topic "+topic)
+	}
 	if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) == 0 {
 		return fmt.Errorf("kafkaio: topic %s does not exist", topic)
 	}
@@ -86,6 +90,9 @@ func Scan(ctx context.Context, s Settings, topic string, start func(Extent) (int
 			// first offset of a transaction still open.
 			delete(end, e.Partition)
 		case kafka.Error:
+			if err := c.denial(e, []string{topic}); err != nil {
+				return err
+			}
 			if e.IsFatal() {
 				return fmt.Errorf("kafkaio: reading %s: %w", topic, e)
 			}

@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -18,6 +19,13 @@ type Settings struct {
 	// says; it runs on their event goroutines and must not block. switchboard
 	// bench counts the broker requests per intent with it.
 	Stats func(json string)
+	// Logger receives librdkafka's log lines of every client built from
+	// these settings ("kafka client", with its tag and message), instead of
+	// stderr; nil: slog.Default(). Lines that report the brokers refusing
+	// the client (its credentials, an untrusted certificate) are not logged:
+	// the operation that waited on the client returns them as a
+	// *RefusedError.
+	Logger *slog.Logger
 }
 
 // producerOnly and consumerOnly are librdkafka properties that one kind of
@@ -99,19 +107,4 @@ func routerProducerSettings(s Settings) kafka.ConfigMap {
 		m["queue.buffering.max.kbytes"] = 128 << 10
 	}
 	return m
-}
-
-// newConsumer creates a consumer with the pass-through consumer properties
-// and the caller's owned settings; what names it in the error ("consumer",
-// "restore consumer").
-func newConsumer(s Settings, what string, owned kafka.ConfigMap) (*kafka.Consumer, error) {
-	cm, err := s.configMapFor("consumer", owned)
-	if err != nil {
-		return nil, err
-	}
-	c, err := kafka.NewConsumer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the %s: %w", what, err)
-	}
-	return c, nil
 }

@@ -15,6 +15,7 @@ import (
 // router.Acks.
 type Sink struct {
 	p            *kafka.Producer
+	w            *watch
 	acks         chan router.Ack
 	closing      chan struct{}
 	wg           sync.WaitGroup
@@ -27,15 +28,11 @@ var _ router.Sink = (*Sink)(nil)
 
 // NewSink creates the producer. flushTimeout bounds Close.
 func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
-	cm, err := s.configMapFor("producer", routerProducerSettings(s))
+	p, w, err := newProducer(s, "producer", routerProducerSettings(s))
 	if err != nil {
 		return nil, err
 	}
-	p, err := kafka.NewProducer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the producer: %w", err)
-	}
-	k := &Sink{p: p, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout, stats: s.Stats}
+	k := &Sink{p: p, w: w, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout, stats: s.Stats}
 	k.wg.Add(1)
 	go k.reports()
 	return k, nil
@@ -52,8 +49,12 @@ func (k *Sink) reports() {
 			}
 			continue // client-level errors are retried by librdkafka and logged by it
 		}
+		err := m.TopicPartition.Error
+		if err != nil && m.TopicPartition.Topic != nil {
+			err = k.w.s.refusal(err, "Write", "topic "+*m.TopicPartition.Topic)
+		}
 		select {
-		case k.acks <- router.Ack{Opaque: m.Opaque, Err: m.TopicPartition.Error}:
+		case k.acks <- router.Ack{Opaque: m.Opaque, Err: err}:
 		case <-k.closing:
 		}
 	}
@@ -100,6 +101,7 @@ func (k *Sink) Close() error {
 		close(k.closing)
 		k.p.Close()
 		k.wg.Wait()
+		<-k.w.done
 	})
 	return err
 }

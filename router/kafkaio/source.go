@@ -18,7 +18,8 @@ import (
 // assignor so that the same partition number of both topics goes to the same
 // instance.
 type Source struct {
-	c        *kafka.Consumer
+	c        *consumer
+	topics   []string
 	stats    func(string)
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
 	onRevoke func([]router.TopicPartition, bool)
@@ -46,7 +47,8 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{c: c, stats: s.Stats}
+	c.group = groupID
+	src := &Source{c: c, topics: topics, stats: s.Stats}
 	if err := c.SubscribeTopics(topics, src.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -175,6 +177,11 @@ func (s *Source) Poll(timeoutMs int) any {
 	case kafka.Error:
 		if e.IsFatal() {
 			return &router.FatalError{Err: e}
+		}
+		// A refusal (credentials, certificate, a missing ACL) in one line;
+		// like any other error here the router logs it and polls on.
+		if err := s.c.denial(e, s.topics); err != nil {
+			return err
 		}
 		return e
 	case *kafka.Stats:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,18 +47,22 @@ func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, rea
 	if ready != nil {
 		ready()
 	}
-	return readLoop(ctx, c, "reading "+topic, fn, nil)
+	return readLoop(ctx, c, "reading "+topic, []string{topic}, fn, nil)
 }
 
 // startOffsets asks the broker for every partition of topic and where to
 // start in each. While the topic does not exist yet or its partitions have no
 // leader (just after it was created), it retries until ctx ends.
-func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+func startOffsets(ctx context.Context, c *consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
 	var last error
 	for {
 		out, err := tryStartOffsets(c, topic, fromBeginning)
 		if err == nil {
 			return out, nil
+		}
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return nil, refused
 		}
 		last = err
 		select {
@@ -68,12 +73,15 @@ func startOffsets(ctx context.Context, c *kafka.Consumer, topic string, fromBegi
 	}
 }
 
-func tryStartOffsets(c *kafka.Consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
-	md, err := c.GetMetadata(&topic, false, 5000)
+func tryStartOffsets(c *consumer, topic string, fromBeginning bool) ([]kafka.TopicPartition, error) {
+	md, err := c.metadata(&topic, 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("reading metadata of %s: %w", topic, err)
 	}
 	t, ok := md.Topics[topic]
+	if ok && t.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+		return nil, c.w.s.refusal(t.Error, "Describe", "topic "+topic)
+	}
 	if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) == 0 {
 		return nil, fmt.Errorf("topic %s is not available", topic)
 	}
@@ -88,7 +96,7 @@ func tryStartOffsets(c *kafka.Consumer, topic string, fromBeginning bool) ([]kaf
 			// TestFollowLiveOpenTransactionApacheKafka).
 			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
 			if err != nil {
-				return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, p.ID, err)
+				return nil, fmt.Errorf("reading the end of %s[%d]: %w", topic, p.ID, c.w.s.refusal(err, "Describe", "topic "+topic))
 			}
 			off = kafka.Offset(high)
 		}

@@ -42,24 +42,45 @@ type existing struct {
 // that exists with another partition count, replication factor, cleanup
 // policy, retention or max.message.bytes is a conflict.
 func EnsureTopics(ctx context.Context, s Settings, plans []config.TopicPlan, create bool) ([]TopicReport, error) {
-	cm, err := s.adminConfigMap()
+	a, err := newAdmin(s)
 	if err != nil {
 		return nil, err
 	}
-	a, err := kafka.NewAdminClient(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the admin client: %w", err)
-	}
 	defer a.Close()
+	ctx, stop := a.w.bound(ctx)
+	defer stop()
 
-	md, err := a.GetMetadata(nil, true, 15000)
+	md, err := a.metadata(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kafkaio: reading cluster metadata from %s: %w", s.Bootstrap, err)
+		return nil, refusedOr(err, "kafkaio: reading cluster metadata from %s: %w", s.Bootstrap)
+	}
+	// The metadata of every topic leaves out those the principal may not
+	// describe: ask for the others by name, to tell a missing ACL from a
+	// missing topic.
+	var unseen []string
+	for _, p := range plans {
+		if _, ok := md.Topics[p.Name]; !ok {
+			unseen = append(unseen, p.Name)
+		}
+	}
+	if len(unseen) > 0 {
+		res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(unseen))
+		if err != nil {
+			return nil, refusedOr(a.refusalOr(err), "kafkaio: describing topics: %w")
+		}
+		for _, d := range res.TopicDescriptions {
+			if d.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+				return nil, s.refusal(d.Error, "Describe", "topic "+d.Name)
+			}
+		}
 	}
 	found := map[string]*existing{}
 	var resources []kafka.ConfigResource
 	for _, p := range plans {
 		t, ok := md.Topics[p.Name]
+		if ok && t.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+			return nil, s.refusal(t.Error, "Describe", "topic "+p.Name)
+		}
 		if !ok || t.Error.Code() == kafka.ErrUnknownTopicOrPart || len(t.Partitions) == 0 {
 			continue
 		}
@@ -73,10 +94,13 @@ func EnsureTopics(ctx context.Context, s Settings, plans []config.TopicPlan, cre
 	if len(resources) > 0 {
 		res, err := a.DescribeConfigs(ctx, resources)
 		if err != nil {
-			return nil, fmt.Errorf("kafkaio: describing topic configs: %w", err)
+			return nil, refusedOr(a.refusalOr(err), "kafkaio: describing topic configs: %w")
 		}
 		for _, r := range res {
 			e := found[r.Name]
+			if r.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+				return nil, s.refusal(r.Error, "DescribeConfigs", "topic "+r.Name)
+			}
 			if e == nil || r.Error.Code() != kafka.ErrNoError {
 				continue
 			}
@@ -109,11 +133,11 @@ func EnsureTopics(ctx context.Context, s Settings, plans []config.TopicPlan, cre
 	if len(toCreate) > 0 {
 		res, err := a.CreateTopics(ctx, toCreate, kafka.SetAdminOperationTimeout(30*time.Second))
 		if err != nil {
-			return reports, fmt.Errorf("kafkaio: creating topics: %w", err)
+			return reports, refusedOr(a.refusalOr(err), "kafkaio: creating topics: %w")
 		}
 		for _, r := range res {
 			if r.Error.Code() != kafka.ErrNoError && r.Error.Code() != kafka.ErrTopicAlreadyExists {
-				return reports, fmt.Errorf("kafkaio: creating topic %s: %w", r.Topic, r.Error)
+				return reports, refusedOr(s.refusal(r.Error, "Create", "topic "+r.Topic), "kafkaio: creating topic %s: %w", r.Topic)
 			}
 		}
 	}

@@ -40,6 +40,7 @@ type TxSink struct {
 // txLane is one transactional producer and its delivery-report reader.
 type txLane struct {
 	p  *kafka.Producer
+	w  *watch
 	wg sync.WaitGroup
 }
 
@@ -92,15 +93,11 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 	for key, v := range routerProducerSettings(k.settings) {
 		owned[key] = v
 	}
-	cm, err := k.settings.configMapFor("producer", owned)
+	p, w, err := newProducer(k.settings, "transactional producer", owned)
 	if err != nil {
 		return nil, err
 	}
-	p, err := kafka.NewProducer(cm)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: creating the transactional producer: %w", err)
-	}
-	l := &txLane{p: p}
+	l := &txLane{p: p, w: w}
 	// Delivery reports must be served while transactions commit; failures
 	// also fail the commit, so they are only counted here.
 	l.wg.Add(1)
@@ -119,9 +116,15 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 			}
 		}
 	}()
-	if err := p.InitTransactions(ctx); err != nil {
+	ictx, stop := w.bound(ctx)
+	err = p.InitTransactions(ictx)
+	stop()
+	if err != nil {
 		l.close()
-		return nil, fmt.Errorf("kafkaio: initialising transactions for %s: %w", txID, err)
+		if r := w.refusal(); r != nil {
+			return nil, r
+		}
+		return nil, refusedOr(k.settings.refusal(err, "Write", "transactional id "+txID), "kafkaio: initialising transactions for %s: %w", txID)
 	}
 	return l, nil
 }
@@ -129,6 +132,7 @@ func (k *TxSink) openLane(ctx context.Context, txID string) (*txLane, error) {
 func (l *txLane) close() {
 	l.p.Close()
 	l.wg.Wait()
+	<-l.w.done
 }
 
 // Begin implements router.TxSink: the transaction goes to the other lane.

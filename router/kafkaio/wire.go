@@ -2,7 +2,6 @@ package kafkaio
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router"
@@ -38,7 +37,7 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 	}
 	if err != nil {
 		_ = source.Close()
-		return nil, nil, nil, "", fmt.Errorf("kafkaio: %w", err)
+		return nil, nil, nil, "", err // its own errors say kafkaio: already
 	}
 	opts = []router.Option{
 		router.WithRestorer(&Changelog{Settings: s, Topic: cfg.Topics.Pending, Codec: codec}),
