@@ -27,7 +27,8 @@ import (
 // automatic offset store are used. Read and Close must not run at the same
 // time; done may be called from any goroutine.
 type GroupReader struct {
-	c        *kafka.Consumer
+	c        *consumer
+	topics   []string
 	clock    clockwork.Clock
 	interval time.Duration
 	onError  func(error)
@@ -72,7 +73,8 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	if err != nil {
 		return nil, err
 	}
-	g := &GroupReader{c: c, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[router.TopicPartition]*offsetMarks{}}
+	c.group = groupID
+	g := &GroupReader{c: c, topics: topics, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[router.TopicPartition]*offsetMarks{}}
 	if err := c.SubscribeTopics(topics, g.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -103,6 +105,9 @@ func (g *GroupReader) Read(ctx context.Context, fn func(rec *router.Record, done
 				return err
 			}
 		case kafka.Error:
+			if err := g.c.denial(e, g.topics); err != nil {
+				return err // refused or denied: one line, not retries until a timeout
+			}
 			if e.IsFatal() {
 				return fmt.Errorf("kafkaio: reading as a member of a group: %w", e)
 			}
