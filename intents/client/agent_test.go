@@ -33,7 +33,7 @@ type agentBench struct {
 
 func newAgentBench(t *testing.T) *agentBench {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t, abandonedStop) }) // the last cleanup to run
+	t.Cleanup(func() { goleak.VerifyNone(t, abandonedLogs...) }) // the last cleanup to run
 	c, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -239,8 +239,16 @@ func TestAgentPipelinesItsAnswers(t *testing.T) {
 // abandonedStop is the goroutine of an Agent.Run that gave up its stop
 // (TestAgentStopsWhenItsBrokerIsGone): it waits for a broker that is gone,
 // for as long as librdkafka waits, past the end of the test. Any other
-// test whose agent leaves it behind sees Run return ErrStopAbandoned.
+// test whose agent leaves it behind sees Run return ErrStopAbandoned. Its
+// consumer is still open, so the goroutines that carry that client's log
+// lines (librdkafka's log queue and kafkaio's refusal watch) stay too.
 var abandonedStop = goleak.IgnoreAnyFunction("github.com/switchboard-mcp/switchboard/intents/client.(*Agent).Run.func3")
+
+var abandonedLogs = []goleak.Option{
+	abandonedStop,
+	goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).pollLogEvents"),
+	goleak.IgnoreAnyFunction("github.com/switchboard-mcp/switchboard/router/kafkaio.(*watch).read"),
+}
 
 // cancelLog passes the intent ids of the agent's "intent cancelled" log
 // lines to a channel.

@@ -184,7 +184,7 @@ func TestDemoHandlerErrorRate(t *testing.T) {
 // one intent served at a time, the ignored request's response, had one been
 // sent, would precede the other's on the responses topic.
 func TestAgentSendsNothingForErrNoAnswer(t *testing.T) {
-	defer goleak.VerifyNone(t, abandonedStop)
+	defer goleak.VerifyNone(t, abandonedLogs...)
 	c, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
