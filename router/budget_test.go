@@ -70,11 +70,11 @@ func TestPendingBytesBoundPausesRequests(t *testing.T) {
 	if got := h.counter("switchboard_intents_pending_bytes"); got != 0 {
 		t.Fatalf("the gauge moved before a tick: %v", got)
 	}
+	// The gauge moves on the loop's tick, which the loop may take after a
+	// settle marker (two channels): wait for the gauge itself.
 	h.advance(5 * time.Millisecond)
-	h.settle()
-	if got := h.counter("switchboard_intents_pending_bytes"); got < 2_700_000 || got > 2_800_000 {
-		t.Fatalf("pending bytes gauge %v, want about 3 x 900 KB", got)
-	}
+	h.waitCounter("switchboard_intents_pending_bytes", func(v float64) bool { return v >= 2_700_000 && v <= 2_800_000 },
+		"pending bytes gauge, want about 3 x 900 KB")
 	h.answer("b-1", "echo", `{}`)
 	h.wait(results, 1)
 	h.advance(5 * time.Millisecond) // 1.8 MB: below 90%
@@ -203,4 +203,23 @@ func (h *harness) settleResponse() {
 	n := h.sink.Count(dlq)
 	h.pushRaw(responses, "marker", []byte("marker"))
 	h.wait(dlq, n+1)
+}
+
+// waitCounter polls a metric until cond holds, failing with what at the
+// harness's deadline.
+func (h *harness) waitCounter(name string, cond func(float64) bool, what string) {
+	h.t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		v := h.counter(name)
+		if cond(v) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-h.ctx.Done():
+			h.t.Fatalf("%s: still %v", what, v)
+		}
+	}
 }
