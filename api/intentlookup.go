@@ -32,7 +32,7 @@ type IntentLookup interface {
 	// Recent lists tenant's intents, newest first (by the time the router
 	// received them), at most limit of them, starting after the cursor
 	// before ("" for the newest). It returns the cursor of the next page,
-	// "" when there is none. tenant AnyTenant lists every tenant's.
+	// "" when there is none.
 	Recent(ctx context.Context, tenant string, limit int, before string) ([]IntentStatus, string, error)
 }
 
