@@ -62,7 +62,7 @@ func describeMemory(pid int, url string) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	mb := func(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)/1000) }
+	mb := func(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)*1024/1e6) } // smaps' kB are KiB
 	fmt.Printf("rss %s = go arenas %s + other anon %s + files %s", mb(goKB+anonKB+fileKB), mb(goKB), mb(anonKB), mb(fileKB))
 	if url != "" {
 		m, err := goMetrics(url)
