@@ -117,9 +117,16 @@ type Materializer struct {
 	started time.Time
 	read    int64
 
-	ready atomic.Bool
-	prog  atomic.Int64 // partitions caught up, for Ready's message
-	total atomic.Int64 // partitions to catch up on
+	ready      atomic.Bool
+	prog       atomic.Int64                    // partitions caught up, for Ready's message
+	total      atomic.Int64                    // partitions to catch up on
+	unreadable atomic.Pointer[unreadableTopic] // while the start waits for a topic, for Ready's message
+}
+
+// unreadableTopic is a topic the Materializer cannot describe yet, and why.
+type unreadableTopic struct {
+	topic string
+	err   error
 }
 
 // kindProgress is the progress topic, read for Live only (never stored).
@@ -168,6 +175,9 @@ func NewMaterializer(cfg Config) (*Materializer, error) {
 func (m *Materializer) Ready() error {
 	if m.ready.Load() {
 		return nil
+	}
+	if u := m.unreadable.Load(); u != nil {
+		return fmt.Errorf("%w: cannot read topic %s: %v", api.ErrLookupCatchingUp, u.topic, u.err)
 	}
 	return fmt.Errorf("%w: %d of %d partitions read to their end", api.ErrLookupCatchingUp, m.prog.Load(), m.total.Load())
 }
@@ -246,14 +256,24 @@ func (m *Materializer) Run(ctx context.Context) error {
 }
 
 // describe asks the source for a topic's state until it answers or ctx
-// ends (the topic may not exist yet when the instance starts).
+// ends (the topic may not exist yet when the instance starts, and nothing
+// may create it: topics.auto_create off). Meanwhile Ready names the topic,
+// and one warning says so, not one per try.
 func (m *Materializer) describe(ctx context.Context, topic string) (TopicState, error) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		st, err := m.cfg.Source.Describe(ctx, topic)
 		if err == nil {
+			if m.unreadable.Swap(nil) != nil {
+				m.cfg.Logger.Info("lookup store: the topic can be read now", "topic", topic)
+			}
 			return st, nil
 		}
-		m.cfg.Logger.Warn("lookup store: cannot describe a topic yet", "topic", topic, "error", err)
+		if prev := m.unreadable.Swap(&unreadableTopic{topic, err}); prev == nil {
+			m.cfg.Logger.Warn("lookup store: cannot read a topic; the instance is not ready until it can (if it does not exist: 'switchboard topics create')",
+				"topic", topic, "error", err)
+		} else {
+			m.cfg.Logger.Debug("lookup store: cannot read a topic yet", "topic", topic, "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return TopicState{}, fmt.Errorf("%w: %s: %w", ErrSource, topic, err)

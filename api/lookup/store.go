@@ -3,7 +3,6 @@ package lookup
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -353,69 +352,6 @@ func (s *Store) anyTenant(id string) (string, bool, error) {
 	}
 	return "", false, nil
 }
-
-// Recent implements [api.IntentLookup]: tenant's intents by the time the
-// router received them, newest first. AnyTenant lists the intents without a
-// tenant. limit is capped at MaxRecent (at most DefaultRecent if < 1).
-func (s *Store) Recent(ctx context.Context, tenant string, limit int, before string) ([]api.IntentStatus, string, error) {
-	if tenant == api.AnyTenant {
-		tenant = ""
-	}
-	switch {
-	case limit < 1:
-		limit = DefaultRecent
-	case limit > MaxRecent:
-		limit = MaxRecent
-	}
-	lower := recentPrefix(tenant)
-	upper := prefixEnd(lower)
-	if before != "" {
-		c, err := base64.RawURLEncoding.DecodeString(before)
-		if err != nil || len(c) < 8 {
-			return nil, "", fmt.Errorf("%w: %q", api.ErrInvalidCursor, before)
-		}
-		upper = append(bytes.Clone(lower), c...)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrRead, err)
-	}
-	defer func() { _ = it.Close() }()
-	var out []api.IntentStatus
-	var last []byte
-	for ok := it.Last(); ok && len(out) < limit; ok = it.Prev() {
-		if err := ctx.Err(); err != nil {
-			return nil, "", err
-		}
-		k := it.Key()
-		if len(k) < len(lower)+8 {
-			continue
-		}
-		last = bytes.Clone(k[len(lower):])
-		st, err := s.Lookup(ctx, tenant, string(k[len(lower)+8:]))
-		if errors.Is(err, api.ErrIntentNotFound) || errors.Is(err, api.ErrLookupCatchingUp) {
-			continue // its result expired meanwhile
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, st)
-	}
-	if err := it.Error(); err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrRead, err)
-	}
-	next := ""
-	if len(out) == limit && it.Prev() {
-		next = base64.RawURLEncoding.EncodeToString(last)
-	}
-	return out, next, nil
-}
-
-// Page sizes of Recent.
-const (
-	DefaultRecent = 50
-	MaxRecent     = 1000
-)
 
 // unmarshalAt decodes a value written by putAt: partition, offset, JSON.
 func unmarshalAt[T any](v []byte, dst **T) error {

@@ -25,7 +25,9 @@ import (
 //     for input).
 //   - 2025-11-25, experimental: a tools/call with params.task returns
 //     {"task":{...}} at once; tasks/get, tasks/result (waits for the
-//     result), tasks/cancel and tasks/list (the tenant's recent intents).
+//     result), tasks/cancel and tasks/list (the tenant's recent intents;
+//     without a token, with authentication off, every tenant's: every task
+//     is visible then, as tasks/get finds any tenant's).
 
 const (
 	tasksExtension = "io.modelcontextprotocol/tasks"

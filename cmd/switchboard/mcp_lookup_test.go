@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,54 @@ func TestMCPTasksAnsweredByAnyInstanceEmbedded(t *testing.T) {
 	check(two, "instance 2, started after the task resolved")
 	two.stop()
 	check(e.mcpInstance(&apitest.Publisher{}, pending, dir), "instance 2 after a restart")
+}
+
+// With authentication off every intent is visible (tasks/get finds any
+// tenant's), so tasks/list lists every tenant's recent intents from the
+// store too, not only those without a tenant (as it did); newest first.
+func TestMCPTasksListWithoutAuthListsEveryTenantsEmbedded(t *testing.T) {
+	e := newStreamEnv(t, embeddedBootstrap(t))
+	pending := e.results + ".pending"
+	if _, err := kafkaio.CreateTopics(e.ctx, e.kafka, []kafkaio.TopicSpec{{Name: pending, Partitions: 3, ReplicationFactor: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	acme := "acme"
+	for i, res := range []*schemas.IntentResult{
+		{IntentID: "free-1", IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered, Attempts: 1},
+		{IntentID: "acme-1", IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered, Attempts: 1, Tenant: &acme},
+		{IntentID: "free-2", IntentType: "echo", Agent: "echo", Outcome: schemas.OutcomeAnswered, Attempts: 1},
+	} {
+		res.Answer = schemas.Ptr(schemas.JSON(`{"echo":true}`))
+		res.Timeline = schemas.Timeline{ReceivedAt: int64(1000 + i), ResolvedAt: int64(1010 + i), Deadline: int64(3000 + i)}
+		v, err := e.codec.Encode(e.results, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.prod.Send(e.ctx, e.results, []byte(res.IntentID), v, nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inst := e.mcpInstance(&apitest.Publisher{}, pending, t.TempDir())
+	sid := inst.session()
+	r := inst.post(sid, `{"jsonrpc":"2.0","id":4,"method":"tasks/list","params":{}}`)
+	var msg struct {
+		Result struct {
+			Tasks []struct {
+				TaskID string `json:"taskId"`
+				Status string `json:"status"`
+			} `json:"tasks"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(rpcBody(r.body)), &msg); err != nil {
+		t.Fatalf("tasks/list: %v: %s", err, r.body)
+	}
+	var got []string
+	for _, task := range msg.Result.Tasks {
+		got = append(got, task.TaskID+":"+task.Status)
+	}
+	if want := []string{"free-2:completed", "acme-1:completed", "free-1:completed"}; !slices.Equal(got, want) {
+		t.Fatalf("tasks/list without authentication: %v, want %v", got, want)
+	}
 }
 
 // mcpInstance is an API server with the MCP endpoint, its memory and
