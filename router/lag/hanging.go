@@ -79,7 +79,8 @@ type HangWatch struct {
 	log       *slog.Logger
 	found     prometheus.Counter
 
-	seen map[partitionKey]*stuckAt // Run's goroutine only
+	seen    map[partitionKey]*stuckAt // Run's goroutine only
+	failing bool                      // the last sample failed (Run's goroutine only)
 
 	mu      sync.RWMutex
 	hanging []Hanging // replaced whole, never modified
@@ -204,7 +205,8 @@ func (w *HangWatch) Ready() error {
 
 // Run samples at once, then again interval after each sample ends, until
 // ctx ends or Shutdown is called; it returns nil then. A failed sample is
-// logged and changes nothing. Run may be called once.
+// logged (once until a sample succeeds) and changes nothing. Run may be
+// called once.
 func (w *HangWatch) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
@@ -255,9 +257,16 @@ func (w *HangWatch) sample(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err != nil {
-		w.log.Warn("lag: the hanging-transaction watch could not read the partitions' ends", "err", err)
+	if err != nil { // once per run of failures: a broker restart fails several samples in a row
+		if !w.failing {
+			w.log.Warn("lag: the hanging-transaction watch could not read the partitions' ends (said once until it can)", "err", err)
+		}
+		w.failing = true
 		return
+	}
+	if w.failing {
+		w.log.Info("lag: the hanging-transaction watch reads the partitions' ends again")
+		w.failing = false
 	}
 	w.observe(ends, w.clock.Now())
 }
