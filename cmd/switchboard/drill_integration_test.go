@@ -434,9 +434,11 @@ func TestDrillThreeBrokers(t *testing.T) {
 	if err := waitUntil(ctx, drillDrainWithin, 250*time.Millisecond, func() bool { return liveRes.lacking(entered) == 0 }); err != nil {
 		t.Errorf("%d intents still without a result %s after the load", liveRes.lacking(entered), drillDrainWithin)
 	}
+	var stops sync.WaitGroup // all at once: each router's drain and commit is its own wait
 	for _, p := range all {
-		p.stop(30 * time.Second)
+		stops.Go(func() { p.stop(30 * time.Second) })
 	}
+	stops.Wait()
 
 	// The verdict (the chaos test's) and the figures.
 	c := &chaosRun{t: t, o: chaosOptions{delivery: "exactly_once"}, v: chaosVariant{name: "drill"}, bootstrap: bootstrap, began: began}

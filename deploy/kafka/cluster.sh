@@ -536,6 +536,11 @@ cluster_node_cmd() {
 		;;
 	start)
 		local start=$SECONDS
+		if pid=$(running_pid); then # no JVM check: wait for it to answer, as after a start
+			say "node $n: already running, pid $pid"
+			c_wait "$n" 1
+			return 0
+		fi
 		check_java
 		fetch quiet
 		c_cluster_id=$(<"$c_root/cluster.id")
