@@ -241,7 +241,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
-		api.WithReadiness(n.ready), api.WithContexts(n.store),
+		api.WithReadiness(n.ready), api.WithDegradation(n.degraded), api.WithContexts(n.store),
 		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))
 	if err != nil {
 		return nil, err
@@ -259,9 +259,6 @@ func (n *node) ready() error {
 	if err := n.router.Load().Ready(); err != nil {
 		return err
 	}
-	if err := n.hang.Ready(); err != nil {
-		return err
-	}
 	if err := n.feed.mat.Ready(); err != nil {
 		return err
 	}
@@ -269,6 +266,16 @@ func (n *node) ready() error {
 		if it.Context == config.ContextAttach {
 			return n.store.Ready()
 		}
+	}
+	return nil
+}
+
+// degraded is what /readyz lists while ready: a hanging transaction on one
+// of the node's topics. It does not make the node unready: every instance
+// sees the same one, and only an operator's abort ends it.
+func (n *node) degraded() []string {
+	if err := n.hang.Err(); err != nil {
+		return []string{err.Error()}
 	}
 	return nil
 }

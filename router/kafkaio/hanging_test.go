@@ -151,9 +151,9 @@ func testHangWatch(t *testing.T, bootstrap string) {
 			time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 		}
 	}
-	waitFor("the watch reports the hanging transaction", func() bool { return w.Ready() != nil })
-	if err := w.Ready(); !errors.Is(err, lag.ErrHangingTransaction) || !strings.Contains(err.Error(), topic+"[0] held at offset 0 (high watermark 3)") {
-		t.Fatalf("Ready = %v, want ErrHangingTransaction naming %s[0]", err, topic)
+	waitFor("the watch reports the hanging transaction", func() bool { return w.Err() != nil })
+	if err := w.Err(); !errors.Is(err, lag.ErrHangingTransaction) || !strings.Contains(err.Error(), topic+"[0] held at offset 0 (high watermark 3)") {
+		t.Fatalf("Err = %v, want ErrHangingTransaction naming %s[0]", err, topic)
 	}
 	if want := "TransactionsCommand --bootstrap-server " + bootstrap + " abort --topic " + topic + " --partition 0 --start-offset 0"; !strings.Contains(logs.String(), want) {
 		t.Fatalf("the log does not name the abort command %q:\n%s", want, logs.String())
@@ -162,7 +162,7 @@ func testHangWatch(t *testing.T, bootstrap string) {
 	// The same transactional.id again: InitTransactions fences the old
 	// producer and aborts its transaction.
 	txProducer().Close()
-	waitFor("the watch sees the transaction end", func() bool { return w.Ready() == nil })
+	waitFor("the watch sees the transaction end", func() bool { return w.Err() == nil })
 	if !strings.Contains(logs.String(), "the hanging transaction on "+topic+"[0] has ended") {
 		t.Fatalf("no line says the transaction ended:\n%s", logs.String())
 	}

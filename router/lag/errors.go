@@ -15,6 +15,6 @@ var (
 	ErrBadInterval = errors.New("lag: the interval must be positive")
 )
 
-// ErrHangingTransaction is what HangWatch.Ready wraps while a partition's
+// ErrHangingTransaction is what HangWatch.Err wraps while a partition's
 // last stable offset is stuck behind its high watermark.
 var ErrHangingTransaction = errors.New("lag: hanging transaction")

@@ -65,10 +65,10 @@ const DefaultHangAfter = 40 * time.Second
 // HangWatch samples the ends of a set of topics' partitions on an interval
 // and reports a partition whose last stable offset is stuck behind its high
 // watermark (a hanging transaction): one log line naming the partition and
-// the command that aborts the transaction, a counter, and Ready's error
+// the command that aborts the transaction, a counter, and Err's error
 // until the offset moves again. It only watches: it aborts nothing. Create
 // it with NewHangWatch, run it with Run, stop it with Shutdown; Hanging and
-// Ready are safe for concurrent use.
+// Err are safe for concurrent use.
 type HangWatch struct {
 	admin     EndsAdmin
 	topics    []string
@@ -185,10 +185,10 @@ func (w *HangWatch) Hanging() []Hanging {
 	return slices.Clone(w.hanging)
 }
 
-// Ready returns nil unless a partition is hanging at the last sample; then
+// Err returns nil unless a partition is hanging at the last sample; then
 // an error wrapping ErrHangingTransaction that names the first such
-// partition.
-func (w *HangWatch) Ready() error {
+// partition and the command that aborts its transaction.
+func (w *HangWatch) Err() error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if len(w.hanging) == 0 {
@@ -199,8 +199,8 @@ func (w *HangWatch) Ready() error {
 	if len(w.hanging) > 1 {
 		more = fmt.Sprintf(" (and %d more partitions)", len(w.hanging)-1)
 	}
-	return fmt.Errorf("%w: %s[%d] held at offset %d (high watermark %d) since %s%s", ErrHangingTransaction,
-		h.Topic, h.Partition, h.Stable, h.High, h.Since.UTC().Format(time.RFC3339), more)
+	return fmt.Errorf("%w: %s[%d] held at offset %d (high watermark %d) since %s%s; abort it with: %s", ErrHangingTransaction,
+		h.Topic, h.Partition, h.Stable, h.High, h.Since.UTC().Format(time.RFC3339), more, h.AbortCommand(w.bootstrap))
 }
 
 // Run samples at once, then again interval after each sample ends, until

@@ -133,15 +133,15 @@ func TestHangWatchReportsAStuckLastStableOffsetOnce(t *testing.T) {
 	h.next()                              // first seen behind at t=10s
 	for range 3 {                         // t=20s..40s: 30 s behind, under the limit
 		h.next()
-		if err := h.w.Ready(); err != nil {
-			t.Fatalf("Ready: %v, want nil (behind for less than the limit)", err)
+		if err := h.w.Err(); err != nil {
+			t.Fatalf("Err: %v, want nil (behind for less than the limit)", err)
 		}
 	}
 	h.admin.set("sb.result", 3, 42, 80) // more written after it; the stable offset stays
 	h.next()                            // t=50s: 40 s behind
-	err := h.w.Ready()
+	err := h.w.Err()
 	if !errors.Is(err, lag.ErrHangingTransaction) || !strings.Contains(err.Error(), "sb.result[3] held at offset 42 (high watermark 80)") {
-		t.Fatalf("Ready = %v, want ErrHangingTransaction naming sb.result[3] at 42", err)
+		t.Fatalf("Err = %v, want ErrHangingTransaction naming sb.result[3] at 42", err)
 	}
 	hs := h.w.Hanging()
 	if len(hs) != 1 || hs[0].Topic != "sb.result" || hs[0].Partition != 3 || hs[0].Stable != 42 {
@@ -165,8 +165,8 @@ func TestHangWatchReportsAStuckLastStableOffsetOnce(t *testing.T) {
 
 	h.admin.set("sb.result", 3, 80, 80) // aborted by hand
 	h.next()
-	if err := h.w.Ready(); err != nil {
-		t.Fatalf("Ready after the abort: %v, want nil", err)
+	if err := h.w.Err(); err != nil {
+		t.Fatalf("Err after the abort: %v, want nil", err)
 	}
 	if got := gaugeOf(t, h.reg, "switchboard_hanging_transaction_partitions"); got != 0 {
 		t.Fatalf("switchboard_hanging_transaction_partitions after the abort = %v, want 0", got)
@@ -183,8 +183,8 @@ func TestHangWatchIgnoresTransactionsThatEnd(t *testing.T) {
 	for i := range int64(20) {
 		h.admin.set("sb.pending", 1, 10*i, 10*i+5)
 		h.next()
-		if err := h.w.Ready(); err != nil {
-			t.Fatalf("Ready at sample %d: %v, want nil (the stable offset moves)", i, err)
+		if err := h.w.Err(); err != nil {
+			t.Fatalf("Err at sample %d: %v, want nil (the stable offset moves)", i, err)
 		}
 	}
 	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_total"); got != 0 {
@@ -212,8 +212,8 @@ func TestHangWatchKeepsItsCountThroughAFailedSample(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "reads the partitions' ends again") {
 		t.Fatalf("no line says the watch reads again; logs:\n%s", h.logs.String())
 	}
-	if err := h.w.Ready(); !errors.Is(err, lag.ErrHangingTransaction) {
-		t.Fatalf("Ready = %v, want ErrHangingTransaction: the failed samples must not reset the time it has been stuck", err)
+	if err := h.w.Err(); !errors.Is(err, lag.ErrHangingTransaction) {
+		t.Fatalf("Err = %v, want ErrHangingTransaction: the failed samples must not reset the time it has been stuck", err)
 	}
 }
 
