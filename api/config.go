@@ -246,6 +246,7 @@ type options struct {
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
 	readiness  func() error
+	degraded   func() []string
 	contexts   ContextStore
 	history    History
 	catalog    Catalog
@@ -282,6 +283,14 @@ func WithGatherer(g prometheus.Gatherer) Option { return func(o *options) { o.ga
 // use. Default: always ready (until Shutdown begins).
 func WithReadiness(f func() error) Option { return func(o *options) { o.readiness = f } }
 
+// WithDegradation sets what GET /readyz lists, while ready, under
+// "degraded": problems an operator must see that do not make the instance
+// unready (every instance would see them at once, and taking all of them
+// out of service would not help), e.g. a hanging transaction. f is called
+// on every request and must be quick and safe for concurrent use. Default:
+// none.
+func WithDegradation(f func() []string) Option { return func(o *options) { o.degraded = f } }
+
 func buildOptions(opts []Option) (options, error) {
 	o := options{
 		clock:      clockwork.NewRealClock(),
@@ -303,6 +312,9 @@ func buildOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("%w: WithRegisterer(nil)", ErrInvalidConfig)
 	case o.gatherer == nil:
 		return o, fmt.Errorf("%w: WithGatherer(nil)", ErrInvalidConfig)
+	}
+	if o.degraded == nil {
+		o.degraded = func() []string { return nil }
 	}
 	if o.readiness == nil {
 		o.readiness = func() error { return nil }

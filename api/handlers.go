@@ -306,7 +306,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, codeNotReady, err.Error(), "")
 		return
 	}
-	writeJSON(w, http.StatusOK, statusBody{Status: "ready"})
+	writeJSON(w, http.StatusOK, statusBody{Status: "ready", Degraded: s.degraded()})
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -47,7 +47,8 @@ type accepted struct {
 }
 
 type statusBody struct {
-	Status string `json:"status"`
+	Status   string   `json:"status"`
+	Degraded []string `json:"degraded,omitempty"` // /readyz: see WithDegradation
 }
 
 // writeJSON writes v as the JSON body with the given status. If v cannot be

@@ -39,6 +39,7 @@ type Server struct {
 	clock      clockwork.Clock
 	log        *slog.Logger
 	readiness  func() error
+	degraded   func() []string
 	contexts   ContextStore // nil: none
 	history    History      // nil: no resume
 	lookup     *intentLookup
@@ -123,6 +124,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		clock:        o.clock,
 		log:          o.logger,
 		readiness:    o.readiness,
+		degraded:     o.degraded,
 		contexts:     o.contexts,
 		history:      o.history,
 		lookup:       &intentLookup{results: results, store: o.lookup},
@@ -213,7 +215,7 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 //	GET  /                  the console (and /console/{file})
 //	GET  /metrics           Prometheus metrics from the gatherer
 //	GET  /healthz           200 {"status":"ok"} while the process serves
-//	GET  /readyz            200 {"status":"ready"}, or 503 with the reason
+//	GET  /readyz            200 {"status":"ready"} (with "degraded": [...] when WithDegradation lists problems), or 503 with the reason
 //
 // Errors are JSON: {"error":{"code":"...","message":"...","field":"..."}},
 // with field present when one field or parameter is at fault.

@@ -38,7 +38,8 @@ import (
 //	                      SWITCHBOARD_KAFKA_DIR as it was started with: the drill drives it)
 //	DRILL_RATE            intents per second (default 500)
 //	DRILL_BEFORE          load before the broker kill (default 20s)
-//	DRILL_BROKER_DOWN     how long the killed broker stays down (default 15s)
+//	DRILL_BROKER_DOWN     how long the killed broker stays down (default 10s: the
+//	                      controllers fence it after 9 s, the session timeout)
 //	DRILL_AFTER           load after the router kill's restart (default 30s)
 //	DRILL_LOG_DIR         keep the processes' logs there
 type drillOptions struct {
@@ -59,7 +60,7 @@ const (
 
 func drillOptionsFromEnv(t *testing.T) drillOptions {
 	t.Helper()
-	o := drillOptions{rate: 500, before: 20 * time.Second, brokerDown: 15 * time.Second, after: 30 * time.Second, logDir: os.Getenv("DRILL_LOG_DIR")}
+	o := drillOptions{rate: 500, before: 20 * time.Second, brokerDown: 10 * time.Second, after: 30 * time.Second, logDir: os.Getenv("DRILL_LOG_DIR")}
 	if v := os.Getenv("DRILL_RATE"); v != "" {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r <= 0 {
@@ -433,9 +434,11 @@ func TestDrillThreeBrokers(t *testing.T) {
 	if err := waitUntil(ctx, drillDrainWithin, 250*time.Millisecond, func() bool { return liveRes.lacking(entered) == 0 }); err != nil {
 		t.Errorf("%d intents still without a result %s after the load", liveRes.lacking(entered), drillDrainWithin)
 	}
+	var stops sync.WaitGroup // all at once: each router's drain and commit is its own wait
 	for _, p := range all {
-		p.stop(30 * time.Second)
+		stops.Go(func() { p.stop(30 * time.Second) })
 	}
+	stops.Wait()
 
 	// The verdict (the chaos test's) and the figures.
 	c := &chaosRun{t: t, o: chaosOptions{delivery: "exactly_once"}, v: chaosVariant{name: "drill"}, bootstrap: bootstrap, began: began}

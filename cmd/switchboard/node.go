@@ -44,6 +44,7 @@ type node struct {
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
 	lag     *lag.Sampler    // the agents' consumer lag
 	lagConn *kafkaio.LagAdmin
+	hang    *lag.HangWatch      // hanging transactions on Switchboard's topics (shares lagConn's admin client)
 	ownLag  *lag.ConsumerLag    // the router consumer's lag, fed by whichever router runs
 	traces  *telemetry.Provider // nil: tracing off (tracing.go)
 
@@ -240,7 +241,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
 		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
-		api.WithReadiness(n.ready), api.WithContexts(n.store),
+		api.WithReadiness(n.ready), api.WithDegradation(n.degraded), api.WithContexts(n.store),
 		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))
 	if err != nil {
 		return nil, err
@@ -269,8 +270,19 @@ func (n *node) ready() error {
 	return nil
 }
 
+// degraded is what /readyz lists while ready: a hanging transaction on one
+// of the node's topics. It does not make the node unready: every instance
+// sees the same one, and only an operator's abort ends it.
+func (n *node) degraded() []string {
+	if err := n.hang.Err(); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
+}
+
 // run runs every part until ctx ends or one part fails. The parts (router,
-// API, results reader, context store, lag sampler) then stop together, each
+// API, results reader, context store, lag sampler, hanging-transaction
+// watch) then stop together, each
 // with the end of the one context they share (the router drains and commits,
 // the API shuts its server down), and run waits for all of them; only then,
 // in order, it closes the lag sampler's admin client and the publisher, then
@@ -280,7 +292,7 @@ func (n *node) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8) // one per part, and the lookup store's
+	errs := make(chan error, 9) // one per part, and the lookup store's
 	part := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -299,6 +311,7 @@ func (n *node) run(ctx context.Context) error {
 	part("results reader", n.feed.run)
 	part("context store", n.store.Run)
 	part("lag sampler", n.lag.Run)
+	part("hanging-transaction watch", n.hang.Run)
 	if n.reloader != nil {
 		part("reload", n.reloader.run)
 	}
@@ -400,10 +413,28 @@ func (n *node) newLag(reg prometheus.Registerer) error {
 	}
 	n.lag, err = lag.NewSampler(n.lagConn, groups, lag.WithInterval(n.cfg.Router.LagInterval.D()),
 		lag.WithRegisterer(reg), lag.WithLogger(n.log))
+	if err == nil {
+		n.hang, err = n.newHangWatch(reg, lagKafka)
+	}
 	if err != nil {
 		_ = n.lagConn.Close()
 	}
 	return err
+}
+
+// newHangWatch builds the watch for hanging transactions on the topics
+// Switchboard reads and writes (read_committed readers stall behind one):
+// sampled as often as the agents' lag, reported after twice the router's
+// transaction timeout.
+func (n *node) newHangWatch(reg prometheus.Registerer, s kafkaio.Settings) (*lag.HangWatch, error) {
+	t := n.cfg.Topics
+	topics := []string{t.Requests, t.Responses, t.Results, t.Timeouts, t.DeadLetter, t.Pending, t.Progress}
+	for _, a := range n.cfg.Agents {
+		topics = append(topics, a.Topic)
+	}
+	return lag.NewHangWatch(n.lagConn, topics, lag.WithHangInterval(n.cfg.Router.LagInterval.D()),
+		lag.WithHangAfter(2*kafkaio.TransactionTimeout(s)), lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
+		lag.WithHangRegisterer(reg), lag.WithHangLogger(n.log))
 }
 
 // agentLag is an agent's consumer lag for GET /v1/agents.

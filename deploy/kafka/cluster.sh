@@ -7,7 +7,8 @@
 #
 #   kafka.sh cluster up [--secure]   fetch the jars, write configs, format (once), start every
 #                                    node, wait until all N brokers are listed; prints env lines
-#   kafka.sh cluster down [--purge]  stop every node (SIGTERM, SIGKILL after KAFKA_STOP_TIMEOUT)
+#   kafka.sh cluster down [--purge]  stop every node (SIGTERM, SIGKILL after KAFKA_STOP_TIMEOUT;
+#                                    --purge: SIGKILL at once once a class archive is kept)
 #   kafka.sh cluster status          per node; exit 0 iff every node runs and answers
 #                                    (1: some do not; 3: none runs)
 #   kafka.sh cluster kill NODE       SIGKILL one node (1..N), at once
@@ -224,6 +225,10 @@ c_write_config() {
 			group.initial.rebalance.delay.ms=0
 			group.min.session.timeout.ms=1000
 
+			# A node's controlled shutdown and its unfencing after a start move one broker
+			# heartbeat at a time: every 500 ms rather than 2 s (the session stays 9 s).
+			broker.heartbeat.interval.ms=500
+
 			# N JVMs on a machine with few cores.
 			num.network.threads=2
 			num.io.threads=2
@@ -271,6 +276,49 @@ c_write_config() {
 	)
 }
 
+# Class data sharing: a node's JVM spends most of its start loading and verifying Kafka's
+# classes, and with three nodes on a two-core host that is most of a restart (the drill's
+# rolling restart). A node started without an archive writes one of the classes it loaded
+# when it stops cleanly (-XX:ArchiveClassesAtExit); kafka.sh keeps the first such archive
+# beside the jars, one per Kafka release and JVM build, and every later start maps it
+# (-XX:SharedArchiveFile). An archive the JVM cannot use costs a warning in the node's log,
+# not the start. KAFKA_CDS=false turns it off.
+c_cds_archive() {
+	local jvm
+	[[ ${KAFKA_CDS:-true} == true ]] || return 1
+	jvm=$(readlink -f "$(command -v "$java")" 2>/dev/null) || return 1
+	jvm=$(stat -c '%s-%Y' "${jvm%/bin/java}/lib/server/libjvm.so" 2>/dev/null) || return 1
+	echo "$cache/cds-$(printf '%s' "$jvm" | cksum | cut -d' ' -f1).jsa"
+}
+
+# c_cds_flags prints node n's CDS flag (c_node n first): map the kept archive, or write one
+# at exit.
+c_cds_flags() {
+	local archive
+	archive=$(c_cds_archive) || return 0
+	if [[ -s $archive ]]; then
+		echo "-XX:SharedArchiveFile=$archive"
+	else
+		echo "-XX:ArchiveClassesAtExit=$state/cds.jsa"
+	fi
+}
+
+# c_cds_keep keeps the archive a node wrote as it stopped, when none is kept yet (c_node n
+# first; the node has exited). A node that needed SIGKILL may have left half an archive,
+# which is dropped.
+c_cds_keep() {
+	local archive tmp
+	[[ -s $state/cds.jsa ]] || return 0
+	if ! $stop_killed && archive=$(c_cds_archive) && [[ ! -s $archive ]] && tmp=$(mktemp "$cache/cds.XXXXXX"); then
+		if cp "$state/cds.jsa" "$tmp" && mv -f "$tmp" "$archive"; then
+			say "node ${state##*-}: kept its class archive for later starts: $archive"
+		else
+			rm -f "$tmp"
+		fi
+	fi
+	rm -f "$state/cds.jsa"
+}
+
 # c_start_node starts node n (formatting its storage first if new) without waiting.
 c_start_node() {
 	local n=$1 pid deadline
@@ -297,9 +345,11 @@ c_start_node() {
 	fi
 	say "node $n: start (broker $host:$c_port, controller $controller_port, heap $c_heap), log $log"
 	# As in kafka.sh up: own session, pid written by the inner shell, lock fds not inherited.
-	# shellcheck disable=SC2016,SC2086 # $$ is the inner shell's; c_heap holds several flags
+	local cds
+	cds=$(c_cds_flags)
+	# shellcheck disable=SC2016,SC2086 # $$ is the inner shell's; c_heap holds several flags, cds none or one
 	setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$pidfile" \
-		"$java" $c_heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+		"$java" $c_heap $cds -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
 		-Djava.awt.headless=true -Dlog4j2.configurationFile="$state/log4j2-server.properties" \
 		-Dkafka.logs.dir="$state/logs" -cp "$libs/*" kafka.Kafka "$conf" \
 		>>"$log" 2>&1 </dev/null 8>&- 9>&- &
@@ -405,11 +455,17 @@ cluster_down() {
 	fi
 	c_lock
 	c_load
+	# What --purge removes needs no clean shutdown (each node's takes 10-40 s on a busy
+	# host): SIGKILL, unless no class archive is kept yet (a node writes it as it stops).
+	local sig=TERM archive
+	if $purge && archive=$(c_cds_archive) && [[ -s $archive ]]; then
+		sig=KILL
+	fi
 	for ((n = 1; n <= c_nodes; n++)); do
 		c_node "$n"
 		if pid=$(running_pid); then
-			say "node $n: SIGTERM to pid $pid"
-			kill -TERM "$pid" 2>/dev/null || true
+			say "node $n: SIG$sig to pid $pid"
+			kill -"$sig" "$pid" 2>/dev/null || true
 		fi
 	done
 	for ((n = 1; n <= c_nodes; n++)); do
@@ -418,6 +474,7 @@ cluster_down() {
 			stop_pid "$pid"
 		fi
 		rm -f "$pidfile"
+		c_cds_keep
 	done
 	say "cluster down: stopped"
 	if $purge; then
@@ -475,9 +532,15 @@ cluster_node_cmd() {
 		stop_pid "$pid"
 		rm -f "$pidfile"
 		say "node $n: stopped in $((SECONDS - start))s"
+		c_cds_keep
 		;;
 	start)
 		local start=$SECONDS
+		if pid=$(running_pid); then # no JVM check: wait for it to answer, as after a start
+			say "node $n: already running, pid $pid"
+			c_wait "$n" 1
+			return 0
+		fi
 		check_java
 		fetch quiet
 		c_cluster_id=$(<"$c_root/cluster.id")

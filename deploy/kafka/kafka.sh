@@ -317,8 +317,12 @@ cmd_up() {
 	echo "KAFKA_BOOTSTRAP=$bootstrap"
 }
 
+# stop_pid stops pid: SIGTERM, then SIGKILL after stop_timeout; stop_killed says whether it
+# came to that.
+stop_killed=false
 stop_pid() {
 	local pid=$1 deadline
+	stop_killed=false
 	kill -TERM "$pid" 2>/dev/null || true
 	deadline=$((SECONDS + stop_timeout))
 	while running_pid >/dev/null && ((SECONDS < deadline)); do
@@ -326,6 +330,7 @@ stop_pid() {
 	done
 	if running_pid >/dev/null; then
 		say "pid $pid still running after ${stop_timeout}s: SIGKILL"
+		stop_killed=true
 		kill -KILL "$pid" 2>/dev/null || true
 		deadline=$((SECONDS + 10))
 		while running_pid >/dev/null && ((SECONDS < deadline)); do

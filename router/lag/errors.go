@@ -14,3 +14,7 @@ var (
 	// positive.
 	ErrBadInterval = errors.New("lag: the interval must be positive")
 )
+
+// ErrHangingTransaction is what HangWatch.Err wraps while a partition's
+// last stable offset is stuck behind its high watermark.
+var ErrHangingTransaction = errors.New("lag: hanging transaction")
