@@ -81,11 +81,10 @@ type Router struct {
 	cfg    *config.Config
 	src    Source
 	sink   Sink
-	tx     TxSink // exactly_once only
+	d      delivery // exactly_once or at_least_once, chosen in New
 	opts   options
 	m      *metrics
 	engine *engine
-	tr     *tracker
 
 	events       chan any         // poll goroutine -> event loop
 	revokes      chan revokeReq   // the Source's revoke hook -> event loop
@@ -105,23 +104,8 @@ type Router struct {
 	closing      chan struct{} // closed when the loop has finished, before the Source closes
 
 	// Event-loop state.
-	inflight   int                      // at_least_once: outputs not yet acknowledged
-	assigned   map[TopicPartition]bool  // what this instance owns
-	positions  map[TopicPartition]int64 // exactly_once: next offset to read, per owned partition
-	txOpen     bool                     // exactly_once: a transaction holds outputs
-	txBytes    int64                    // exactly_once: the bytes of the open transaction's outputs
-	dirty      bool                     // exactly_once: positions moved since the last commit
-	lastCommit int64
-	// exactly_once: what the open transaction holds, for the batch-size
-	// histograms: records consumed and outputs produced since the last commit.
-	txRecords, txOutputs int
-	discarding           bool // exactly_once: after an abort, until the poll goroutine has rewound
-	// needDrop: exactly_once: a transaction failed during the current event;
-	// its work (and whatever the event did after the failure) is dropped
-	// once the event is handled (see settleFailure). dropFatal: the failure
-	// needs a new producer.
-	needDrop, dropFatal bool
-	partitions          int32
+	assigned   map[TopicPartition]bool // what this instance owns
+	partitions int32
 }
 
 // healthState says why the router is not healthy; err == nil when it is.
@@ -162,14 +146,11 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 		cfg: cfg, src: src, sink: sink, opts: o,
 		events: make(chan any, o.queue), revokes: make(chan revokeReq), reconfigs: make(chan reconfigReq), rewinds: make(chan struct{}, 1),
 		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
-		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions),
+		assigned: map[TopicPartition]bool{}, partitions: int32(cfg.Topics.Partitions),
 	}
-	if cfg.Router.Delivery == config.ExactlyOnce {
-		tx, ok := sink.(TxSink)
-		if !ok {
-			return nil, ErrNeedTxSink
-		}
-		r.tx = tx
+	tx, isTx := sink.(TxSink)
+	if cfg.Router.Delivery == config.ExactlyOnce && !isTx {
+		return nil, ErrNeedTxSink
 	}
 	m, err := newMetrics(o.reg)
 	if err != nil {
@@ -186,17 +167,21 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	}
 	e.contexts = o.contexts
 	e.trace = newIntentTracer(o.tracer)
-	r.tr = newTracker(r.storeOffset)
 	e.rnd = rand.Int64N
 	if o.rnd != nil {
 		e.rnd = o.rnd.Int64N
 	}
 	views := e.agentViews(o.clock.Now().UnixMilli())
 	r.agents.Store(&views)
-	e.emit = r.produce
 	e.failed = r.fail
 	e.owns = func(p int32) bool { return r.assigned[TopicPartition{cfg.Topics.Requests, p}] }
 	r.engine = e
+	if cfg.Router.Delivery == config.ExactlyOnce {
+		r.d = newExactlyOnce(r, tx)
+	} else {
+		r.d = newAtLeastOnce(r)
+	}
+	e.emit = r.d.produce
 	src.OnRevoke(r.onRevoke)
 	return r, nil
 }
@@ -264,7 +249,7 @@ func (r *Router) Run(ctx context.Context) error {
 			close(req.done)
 		}
 	}
-	r.finish()
+	r.d.finish()
 	r.setHealth(ErrStopped)
 	close(r.closing) // closing the Source revokes: nothing is left to commit
 	if cerr := r.src.Close(); cerr != nil && err == nil {
@@ -295,12 +280,8 @@ func (r *Router) Shutdown(ctx context.Context) error {
 func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 	ticker := r.opts.clock.NewTicker(r.cfg.Router.Tick.D())
 	defer ticker.Stop()
-	var commits <-chan time.Time
-	if r.tx != nil && r.opts.commitClock != nil {
-		t := r.opts.commitClock.NewTicker(r.cfg.Router.CommitInterval.D())
-		defer t.Stop()
-		commits = t.Chan()
-	}
+	commits, stopCommits := r.d.commitTicks()
+	defer stopCommits()
 	acks := r.sink.Acks()
 	for {
 		select {
@@ -321,7 +302,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 				r.handle(<-r.events)
 			}
 		case a := <-acks:
-			r.ack(a)
+			r.d.ack(a)
 		case req := <-r.revokes:
 			r.revoke(req.tps, req.lost)
 			close(req.done)
@@ -339,9 +320,9 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 			}
 			r.onTick()
 		case <-commits:
-			r.commit()
+			r.d.commit()
 		}
-		r.groupCommit()
+		r.d.groupCommit()
 	}
 }
 
@@ -354,7 +335,7 @@ func (r *Router) handle(ev any) {
 		// max_pending_bytes and must see the record in one of them.
 		queued := recordBytes(ev)
 		defer func() { r.queuedBytes.Add(-queued) }()
-		if r.discarding {
+		if r.d.discarding() {
 			return // read before the rewind: it will be read again
 		}
 		tp := TopicPartition{ev.Topic, ev.Partition}
@@ -367,14 +348,7 @@ func (r *Router) handle(ev any) {
 			r.m.revokedSkipped.Inc()
 			return
 		}
-		var t *track
-		if r.tx == nil {
-			t = r.tr.begin(tp, ev.Offset)
-		} else {
-			r.positions[tp] = ev.Offset + 1
-			r.dirty = true
-			r.txRecords++
-		}
+		t := r.d.begin(tp, ev.Offset)
 		switch {
 		case r.misrouted(ev):
 			r.forward(ev, t)
@@ -388,10 +362,7 @@ func (r *Router) handle(ev any) {
 			r.engine.onResponse(ev, t, now)
 		}
 		r.engine.flush(now)
-		r.tr.release(t)
-		if r.txBytes >= maxTxBytes {
-			r.commit()
-		}
+		r.d.handled(t)
 		if !ev.PolledAt.IsZero() {
 			o := r.m.responseSeconds
 			if ev.Topic == r.cfg.Topics.Requests {
@@ -400,27 +371,22 @@ func (r *Router) handle(ev any) {
 			o.Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
 		}
 	case EndOfPartition:
-		if ev.Topic == r.cfg.Topics.Responses && !r.discarding && r.assigned[TopicPartition(ev)] {
+		if ev.Topic == r.cfg.Topics.Responses && !r.d.discarding() && r.assigned[TopicPartition(ev)] {
 			r.engine.readToEnd(ev.Partition, now)
 		}
 	case *restored:
 		r.applyRestore(ev, now)
 		r.engine.flush(now)
 	}
-	r.settleFailure()
+	r.d.settle()
 }
 
 // applyRestore takes over the pending intents the poll goroutine read.
 func (r *Router) applyRestore(ev *restored, now int64) {
-	if ev.rewind {
-		r.discarding = false
-	}
+	r.d.restored(ev)
 	total, held := 0, 0
 	for _, tp := range ev.tps {
 		r.assigned[tp] = true
-		if off, ok := ev.committed[tp]; ok {
-			r.positions[tp] = off
-		}
 		if tp.Topic == r.cfg.Topics.Responses {
 			r.engine.takingOver(tp.Partition)
 		}
@@ -447,7 +413,7 @@ func (r *Router) misrouted(rec *Record) bool {
 func (r *Router) forward(rec *Record, t *track) {
 	p := PartitionFor(rec.Key, r.partitions)
 	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
-	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
+	r.d.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
@@ -460,14 +426,11 @@ func (r *Router) onTick() {
 		views := r.engine.agentViews(now)
 		r.agents.Store(&views)
 	}
-	if r.tx != nil && r.opts.commitClock == nil && now-r.lastCommit >= r.cfg.Router.CommitInterval.D().Milliseconds() {
-		r.commit()
-	}
+	r.d.tick(now)
 	r.m.pending.Set(float64(len(r.engine.pending)))
 	r.m.pendingBytes.Set(float64(r.engine.budget.total))
-	r.m.uncommitted.Set(float64(r.tr.lag()))
 	r.m.fallbackEntries.Set(float64(r.engine.cache.Len()))
-	r.settleFailure()
+	r.d.settle()
 	r.pressure()
 }
 
@@ -496,52 +459,6 @@ func (r *Router) pressure() {
 // take that long, and the router fell into abort, redo, abort.
 var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
-// produce hands o to the Sink (at_least_once: t, if not nil, waits for its
-// acknowledgement; o is its own delivery opaque) or to the open transaction
-// (exactly_once).
-func (r *Router) produce(o *Output, t *track) {
-	if r.tx != nil {
-		if r.discarding {
-			return // the transaction failed: this work is redone after the rewind
-		}
-		if !r.txOpen {
-			if err := r.begin(); err != nil {
-				r.txFailed(err)
-				return
-			}
-		}
-		if err := r.tx.Produce(o, nil); err != nil {
-			r.txFailed(err)
-		}
-		r.txBytes += int64(len(o.Key) + len(o.Value))
-		r.txOutputs++
-		return
-	}
-	t.hold()
-	o.t = t // o is its own delivery opaque (at_least_once)
-	r.inflight++
-	if err := r.sink.Produce(o, o); err != nil {
-		r.ack(Ack{Opaque: o, Err: err})
-	}
-}
-
-func (r *Router) ack(a Ack) {
-	d, ok := a.Opaque.(*Output)
-	if !ok {
-		if a.Err != nil { // exactly_once: the commit will fail and redo the work
-			r.m.deliveryFailed.Inc()
-		}
-		return
-	}
-	r.inflight--
-	if a.Err != nil {
-		r.m.deliveryFailed.Inc()
-		r.tr.fail(d.t)
-		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.Topic, a.Err))
-	}
-	r.tr.release(d.t)
-}
-
 // onRevoke runs in the poll goroutine, inside the Source's rebalance
 // handling: it waits until the loop has committed and forgotten the
 // partitions, so their next owner starts from this instance's last work.
@@ -555,54 +472,15 @@ func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
 }
 
 func (r *Router) revoke(tps []TopicPartition, lost bool) {
-	if r.tx != nil {
-		if lost {
-			r.abandon("partitions lost")
-		} else {
-			r.commit()
-		}
-	}
+	r.d.revoke(tps, lost)
 	forgot := 0
 	for _, tp := range tps {
-		r.tr.revoke(tp)
 		delete(r.assigned, tp)
-		delete(r.positions, tp)
 		if tp.Topic == r.cfg.Topics.Requests {
 			forgot += r.engine.forgetPartition(tp.Partition)
 		}
 	}
 	r.opts.log.Info("partitions revoked", "partitions", len(tps), "pending_handed_over", forgot)
-}
-
-// finish commits the last transaction (exactly_once) or waits for
-// outstanding acknowledgements (at_least_once) after the loop stopped.
-func (r *Router) finish() {
-	if r.tx != nil {
-		if !r.discarding {
-			r.commit()
-		}
-		return
-	}
-	if r.inflight == 0 {
-		return
-	}
-	deadline := r.opts.clock.After(r.opts.drainTimeout)
-	acks := r.sink.Acks()
-	for r.inflight > 0 {
-		select {
-		case a := <-acks:
-			r.ack(a)
-		case <-deadline:
-			r.opts.log.Warn("stopped before the broker acknowledged every output; their records stay uncommitted", "outstanding", r.inflight)
-			return
-		}
-	}
-}
-
-func (r *Router) storeOffset(tp TopicPartition, next int64) {
-	if err := r.src.StoreOffset(tp, next); err != nil {
-		r.opts.log.Debug("storing an offset", "topic", tp.Topic, "partition", tp.Partition, "offset", next, "error", err)
-	}
 }
 
 func (r *Router) fail(err error) {
