@@ -3,6 +3,8 @@ package router
 import (
 	"fmt"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // atLeastOnce is the at_least_once delivery: a record's offset is stored for
@@ -27,7 +29,7 @@ func newAtLeastOnce(r *Router) *atLeastOnce {
 
 func (*atLeastOnce) discarding() bool { return false }
 
-func (d *atLeastOnce) begin(tp TopicPartition, offset int64) *track {
+func (d *atLeastOnce) begin(tp port.TopicPartition, offset int64) *track {
 	return d.tr.begin(tp, offset)
 }
 
@@ -37,30 +39,31 @@ func (d *atLeastOnce) handled(t *track) { d.tr.release(t) }
 
 // produce hands o to the Sink; t, if not nil, waits for its acknowledgement.
 // o is its own delivery opaque, so a produce allocates nothing more.
-func (d *atLeastOnce) produce(o *Output, t *track) {
+func (d *atLeastOnce) produce(o *port.Output, t *track) {
 	t.hold()
-	o.t = t
+	o.Cause = t
 	d.inflight++
 	if err := d.r.sink.Produce(o, o); err != nil {
-		d.ack(Ack{Opaque: o, Err: err})
+		d.ack(port.Ack{Opaque: o, Err: err})
 	}
 }
 
-func (d *atLeastOnce) ack(a Ack) {
-	o, ok := a.Opaque.(*Output)
+func (d *atLeastOnce) ack(a port.Ack) {
+	o, ok := a.Opaque.(*port.Output)
 	if !ok {
 		if a.Err != nil {
 			d.r.m.deliveryFailed.Inc()
 		}
 		return
 	}
+	t, _ := o.Cause.(*track)
 	d.inflight--
 	if a.Err != nil {
 		d.r.m.deliveryFailed.Inc()
-		d.tr.fail(o.t)
+		d.tr.fail(t)
 		d.r.fail(fmt.Errorf("router: delivery to %s failed: %w", o.Topic, a.Err))
 	}
-	d.tr.release(o.t)
+	d.tr.release(t)
 }
 
 func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func() {} }
@@ -76,7 +79,7 @@ func (*atLeastOnce) restored(*restored) {}
 
 // revoke forgets the partitions' tracks: late acknowledgements for them are
 // ignored, and their next owner reads on from the offsets stored so far.
-func (d *atLeastOnce) revoke(tps []TopicPartition, _ bool) {
+func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
 	for _, tp := range tps {
 		d.tr.revoke(tp)
 	}
@@ -102,7 +105,7 @@ func (d *atLeastOnce) finish() {
 	}
 }
 
-func (d *atLeastOnce) storeOffset(tp TopicPartition, next int64) {
+func (d *atLeastOnce) storeOffset(tp port.TopicPartition, next int64) {
 	if err := d.r.src.StoreOffset(tp, next); err != nil {
 		d.r.opts.log.Debug("storing an offset", "topic", tp.Topic, "partition", tp.Partition, "offset", next, "error", err)
 	}

@@ -1,6 +1,10 @@
 package router
 
-import "time"
+import (
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
+)
 
 // delivery is what differs between the two delivery guarantees: how the
 // outputs a record causes reach Kafka, how its offset is committed, and
@@ -17,14 +21,14 @@ type delivery interface {
 	discarding() bool
 	// begin starts a record of an owned partition, before the engine handles
 	// it, and returns the track its outputs count against (nil: none).
-	begin(tp TopicPartition, offset int64) *track
+	begin(tp port.TopicPartition, offset int64) *track
 	// handled ends a record the engine has handled and flushed.
 	handled(t *track)
 	// produce hands an output caused by the record of t (nil: by no record)
 	// to Kafka. It is the engine's emit.
-	produce(o *Output, t *track)
+	produce(o *port.Output, t *track)
 	// ack takes the Sink's report of one output's delivery.
-	ack(a Ack)
+	ack(a port.Ack)
 	// commitTicks returns what paces commits besides the loop's tick (nil:
 	// nothing) and what stops it.
 	commitTicks() (<-chan time.Time, func())
@@ -43,7 +47,7 @@ type delivery interface {
 	restored(ev *restored)
 	// revoke runs before the loop forgets partitions taken away (lost: by a
 	// group that has already moved on, so nothing may be committed for them).
-	revoke(tps []TopicPartition, lost bool)
+	revoke(tps []port.TopicPartition, lost bool)
 	// finish runs once the loop has stopped and the poll goroutine is gone,
 	// before the Source and the Sink close.
 	finish()

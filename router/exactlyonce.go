@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // exactlyOnce is the exactly_once delivery: outputs and the offsets of the
@@ -14,11 +16,11 @@ import (
 // goroutine to the committed offsets. See delivery in docs/ARCHITECTURE.md.
 type exactlyOnce struct {
 	r          *Router
-	tx         TxSink
-	positions  map[TopicPartition]int64 // next offset to read, per owned partition
-	txOpen     bool                     // a transaction holds outputs
-	txBytes    int64                    // the bytes of the open transaction's outputs
-	dirty      bool                     // positions moved since the last commit
+	tx         port.TxSink
+	positions  map[port.TopicPartition]int64 // next offset to read, per owned partition
+	txOpen     bool                          // a transaction holds outputs
+	txBytes    int64                         // the bytes of the open transaction's outputs
+	dirty      bool                          // positions moved since the last commit
 	lastCommit int64
 	// What the open transaction holds, for the batch-size histograms:
 	// records consumed and outputs produced since the last commit.
@@ -34,16 +36,16 @@ var _ delivery = (*exactlyOnce)(nil)
 
 // newExactlyOnce builds the delivery over tx. The dedup window keeps what it
 // adds until a commit, so that an abort can forget it.
-func newExactlyOnce(r *Router, tx TxSink) *exactlyOnce {
+func newExactlyOnce(r *Router, tx port.TxSink) *exactlyOnce {
 	r.engine.resolved.undo = true
-	return &exactlyOnce{r: r, tx: tx, positions: map[TopicPartition]int64{}}
+	return &exactlyOnce{r: r, tx: tx, positions: map[port.TopicPartition]int64{}}
 }
 
 func (d *exactlyOnce) discarding() bool { return d.dropping }
 
 // begin moves the record's partition past it: the next commit sends that
 // position with the transaction. Outputs count against nothing.
-func (d *exactlyOnce) begin(tp TopicPartition, offset int64) *track {
+func (d *exactlyOnce) begin(tp port.TopicPartition, offset int64) *track {
 	d.positions[tp] = offset + 1
 	d.dirty = true
 	d.txRecords++
@@ -59,7 +61,7 @@ func (d *exactlyOnce) handled(*track) {
 }
 
 // produce hands o to the open transaction, opening one if none is.
-func (d *exactlyOnce) produce(o *Output, _ *track) {
+func (d *exactlyOnce) produce(o *port.Output, _ *track) {
 	if d.dropping {
 		return // the transaction failed: this work is redone after the rewind
 	}
@@ -77,7 +79,7 @@ func (d *exactlyOnce) produce(o *Output, _ *track) {
 }
 
 // ack counts a failed delivery: the commit will fail and redo the work.
-func (d *exactlyOnce) ack(a Ack) {
+func (d *exactlyOnce) ack(a port.Ack) {
 	if a.Err != nil {
 		d.r.m.deliveryFailed.Inc()
 	}
@@ -116,7 +118,7 @@ func (d *exactlyOnce) restored(ev *restored) {
 
 // revoke commits the work on the partitions before they go, or, when they
 // are lost, drops it: another member may own them already.
-func (d *exactlyOnce) revoke(tps []TopicPartition, lost bool) {
+func (d *exactlyOnce) revoke(tps []port.TopicPartition, lost bool) {
 	if lost {
 		d.abandon("partitions lost")
 	} else {
@@ -155,7 +157,7 @@ func (d *exactlyOnce) open() error {
 		return err
 	}
 	d.txOpen = true
-	reg, ok := d.tx.(TxRegistrar)
+	reg, ok := d.tx.(port.TxRegistrar)
 	if !ok {
 		return nil
 	}
@@ -165,7 +167,7 @@ func (d *exactlyOnce) open() error {
 	}
 	group, err := d.r.src.GroupMetadata()
 	if err != nil {
-		return &TxnError{Err: err, Abortable: true}
+		return &port.TxnError{Err: err, Abortable: true}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -173,8 +175,8 @@ func (d *exactlyOnce) open() error {
 }
 
 // ownedOffsets are the positions of the partitions this instance owns.
-func (d *exactlyOnce) ownedOffsets() map[TopicPartition]int64 {
-	offsets := make(map[TopicPartition]int64, len(d.positions))
+func (d *exactlyOnce) ownedOffsets() map[port.TopicPartition]int64 {
+	offsets := make(map[port.TopicPartition]int64, len(d.positions))
 	for tp, off := range d.positions {
 		if d.r.assigned[tp] {
 			offsets[tp] = off
@@ -218,7 +220,7 @@ func (d *exactlyOnce) commit() {
 	}
 	group, err := d.r.src.GroupMetadata()
 	if err != nil {
-		d.txFailed(&TxnError{Err: err, Abortable: true})
+		d.txFailed(&port.TxnError{Err: err, Abortable: true})
 		return
 	}
 	// Bounded: the loop waits here, and a commit that cannot finish in this
@@ -227,7 +229,7 @@ func (d *exactlyOnce) commit() {
 	defer cancel()
 	for try := 1; ; try++ {
 		err = d.tx.Commit(ctx, offsets, group)
-		var te *TxnError
+		var te *port.TxnError
 		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
 			break
 		}
@@ -252,7 +254,7 @@ func (d *exactlyOnce) commit() {
 // (pending intents, resolutions) that outlives the abort.
 func (d *exactlyOnce) txFailed(err error) {
 	d.r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
-	var te *TxnError
+	var te *port.TxnError
 	d.dropFatal = d.dropFatal || (errors.As(err, &te) && te.Fatal)
 	d.needDrop, d.dropping = true, true
 }

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -28,8 +29,8 @@ type options struct {
 	drainTimeout time.Duration
 	queue        int
 	queueBytes   int64
-	restorer     Restorer
-	feed         FallbackFeed
+	restorer     port.Restorer
+	feed         port.FallbackFeed
 	commitClock  clockwork.Clock
 	rnd          *rand.Rand
 	contexts     ContextLookup
@@ -61,7 +62,7 @@ func WithQueueBytes(n int64) Option { return func(o *options) { o.queueBytes = n
 
 // WithRestorer sets where the router restores the pending intents of the
 // partitions it is assigned. Without one, it restores nothing.
-func WithRestorer(r Restorer) Option { return func(o *options) { o.restorer = r } }
+func WithRestorer(r port.Restorer) Option { return func(o *options) { o.restorer = r } }
 
 // WithCommitClock sets the clock that paces exactly_once commits (default:
 // the router's clock). Tests that drive deadlines with a fake clock let
@@ -74,13 +75,13 @@ func WithRand(r *rand.Rand) Option { return func(o *options) { o.rnd = r } }
 
 // WithFallbackFeed sets the reader of the shared fallback-cache topic.
 // Without one, the fallback cache holds only the answers this instance saw.
-func WithFallbackFeed(f FallbackFeed) Option { return func(o *options) { o.feed = f } }
+func WithFallbackFeed(f port.FallbackFeed) Option { return func(o *options) { o.feed = f } }
 
 // Router routes intents. Create it with New, start it with Run.
 type Router struct {
 	cfg    *config.Config
-	src    Source
-	sink   Sink
+	src    port.Source
+	sink   port.Sink
 	d      delivery // exactly_once or at_least_once, chosen in New
 	opts   options
 	m      *metrics
@@ -104,7 +105,7 @@ type Router struct {
 	closing      chan struct{} // closed when the loop has finished, before the Source closes
 
 	// Event-loop state.
-	assigned   map[TopicPartition]bool // what this instance owns
+	assigned   map[port.TopicPartition]bool // what this instance owns
 	partitions int32
 }
 
@@ -116,7 +117,7 @@ func (r *Router) setHealth(err error) { r.health.Store(&healthState{err}) }
 // revokeReq asks the event loop to commit (or, when lost, abort) and forget
 // partitions.
 type revokeReq struct {
-	tps  []TopicPartition
+	tps  []port.TopicPartition
 	lost bool
 	done chan struct{}
 }
@@ -124,9 +125,9 @@ type revokeReq struct {
 // restored is what the poll goroutine read for partitions just assigned (or,
 // after an abort, for every partition it owns).
 type restored struct {
-	tps       []TopicPartition
-	pending   map[int32][]PendingRecord
-	committed map[TopicPartition]int64
+	tps       []port.TopicPartition
+	pending   map[int32][]port.PendingRecord
+	committed map[port.TopicPartition]int64
 	took      time.Duration
 	rewind    bool
 }
@@ -134,7 +135,7 @@ type restored struct {
 // New builds a router over a Source and a Sink. The codec decodes what the
 // router reads and encodes what it writes. With delivery exactly_once the
 // sink must be a TxSink.
-func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts ...Option) (*Router, error) {
+func New(cfg *config.Config, codec *schemas.Codec, src port.Source, sink port.Sink, opts ...Option) (*Router, error) {
 	o := options{clock: clockwork.NewRealClock(), log: slog.Default(), reg: prometheus.NewRegistry(), drainTimeout: 10 * time.Second, queue: 4096, queueBytes: 32 << 20}
 	for _, opt := range opts {
 		opt(&o)
@@ -146,9 +147,9 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 		cfg: cfg, src: src, sink: sink, opts: o,
 		events: make(chan any, o.queue), revokes: make(chan revokeReq), reconfigs: make(chan reconfigReq), rewinds: make(chan struct{}, 1),
 		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
-		assigned: map[TopicPartition]bool{}, partitions: int32(cfg.Topics.Partitions),
+		assigned: map[port.TopicPartition]bool{}, partitions: int32(cfg.Topics.Partitions),
 	}
-	tx, isTx := sink.(TxSink)
+	tx, isTx := sink.(port.TxSink)
 	if cfg.Router.Delivery == config.ExactlyOnce && !isTx {
 		return nil, ErrNeedTxSink
 	}
@@ -174,7 +175,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	views := e.agentViews(o.clock.Now().UnixMilli())
 	r.agents.Store(&views)
 	e.failed = r.fail
-	e.owns = func(p int32) bool { return r.assigned[TopicPartition{cfg.Topics.Requests, p}] }
+	e.owns = func(p int32) bool { return r.assigned[port.TopicPartition{Topic: cfg.Topics.Requests, Partition: p}] }
 	r.engine = e
 	if cfg.Router.Delivery == config.ExactlyOnce {
 		r.d = newExactlyOnce(r, tx)
@@ -329,7 +330,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 func (r *Router) handle(ev any) {
 	now := r.opts.clock.Now().UnixMilli()
 	switch ev := ev.(type) {
-	case *Record:
+	case *port.Record:
 		// Counted as queued while it is handled, until a request's bytes
 		// are published as pending: the poll goroutine weighs both against
 		// max_pending_bytes and must see the record in one of them.
@@ -338,7 +339,7 @@ func (r *Router) handle(ev any) {
 		if r.d.discarding() {
 			return // read before the rewind: it will be read again
 		}
-		tp := TopicPartition{ev.Topic, ev.Partition}
+		tp := port.TopicPartition{Topic: ev.Topic, Partition: ev.Partition}
 		if !r.assigned[tp] {
 			// Polled before its partition was revoked (the revoke can
 			// overtake records still queued for this loop): the partition's
@@ -370,8 +371,8 @@ func (r *Router) handle(ev any) {
 			}
 			o.Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
 		}
-	case EndOfPartition:
-		if ev.Topic == r.cfg.Topics.Responses && !r.d.discarding() && r.assigned[TopicPartition(ev)] {
+	case port.EndOfPartition:
+		if ev.Topic == r.cfg.Topics.Responses && !r.d.discarding() && r.assigned[port.TopicPartition(ev)] {
 			r.engine.readToEnd(ev.Partition, now)
 		}
 	case *restored:
@@ -404,16 +405,16 @@ func (r *Router) applyRestore(ev *restored, now int64) {
 
 // misrouted reports whether a record sits on another partition than the
 // murmur2 hash of its key says (it was produced with another partitioner).
-func (r *Router) misrouted(rec *Record) bool {
+func (r *Router) misrouted(rec *port.Record) bool {
 	return len(rec.Key) > 0 && r.partitions > 0 && PartitionFor(rec.Key, r.partitions) != rec.Partition
 }
 
 // forward moves a misrouted record to the partition its key hashes to, where
 // the instance that owns the intent will read it.
-func (r *Router) forward(rec *Record, t *track) {
+func (r *Router) forward(rec *port.Record, t *track) {
 	p := PartitionFor(rec.Key, r.partitions)
-	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
-	r.d.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
+	h := append(append([]port.Header(nil), rec.Headers...), port.Header{Key: port.HeaderMovedFrom, Value: []byte(fmt.Sprint(rec.Partition))})
+	r.d.produce(&port.Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
@@ -462,7 +463,7 @@ var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 // onRevoke runs in the poll goroutine, inside the Source's rebalance
 // handling: it waits until the loop has committed and forgotten the
 // partitions, so their next owner starts from this instance's last work.
-func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
+func (r *Router) onRevoke(tps []port.TopicPartition, lost bool) {
 	req := revokeReq{tps: tps, lost: lost, done: make(chan struct{})}
 	select {
 	case r.revokes <- req:
@@ -471,7 +472,7 @@ func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
 	}
 }
 
-func (r *Router) revoke(tps []TopicPartition, lost bool) {
+func (r *Router) revoke(tps []port.TopicPartition, lost bool) {
 	r.d.revoke(tps, lost)
 	forgot := 0
 	for _, tp := range tps {
