@@ -72,8 +72,11 @@
 //
 // # What it does not own
 //
-// Kafka clients (router/kafkaio implements Source and Sink with
-// confluent-kafka-go), the wire codec (schemas), the wheel and fallback cache
+// The record and port types (router/port: Record, Output, Header and the
+// header names, Source, Sink, TxSink, Restorer, ...), which the adapters and
+// the Go client import without importing the engine; Kafka clients
+// (router/kafkaio implements the ports with confluent-kafka-go), the wire
+// codec (schemas), the wheel and fallback cache
 // (timeouts), configuration parsing (router/config), the tracer provider and
 // its exporter (router/telemetry) and HTTP (api).
 package router

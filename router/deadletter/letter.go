@@ -10,7 +10,7 @@ import (
 
 // HeaderReplayedFrom marks a record put back by Replay with where it was in
 // the dead-letter topic: "<topic>/<partition>/<offset>". The router serves a
-// replayed request whose intent was rejected (see router.HeaderReplayedFrom).
+// replayed request whose intent was rejected (see port.HeaderReplayedFrom).
 const HeaderReplayedFrom = port.HeaderReplayedFrom
 
 // Letter is one record of the dead-letter topic, with its dead-letter

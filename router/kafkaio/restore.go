@@ -20,7 +20,7 @@ type Changelog struct {
 
 var _ port.Restorer = (*Changelog)(nil)
 
-// Restore implements router.Restorer: it reads the partitions from their
+// Restore implements port.Restorer: it reads the partitions from their
 // beginning to their end (read_committed), keeps the last value of each key
 // and drops keys whose last record is a tombstone.
 func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32][]port.PendingRecord, error) {
@@ -53,7 +53,7 @@ func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32]
 	return out, nil
 }
 
-// FallbackFeed returns a router.FallbackFeed that reads the fallback-cache
+// FallbackFeed returns a port.FallbackFeed that reads the fallback-cache
 // topic from its beginning and follows it.
 func FallbackFeed(s Settings, topic string, codec *schemas.Codec) port.FallbackFeed {
 	return func(ctx context.Context, apply func(*schemas.FallbackAnswer)) error {

@@ -11,8 +11,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
-// Sink is an idempotent producer whose delivery reports come back as
-// router.Acks.
+// Sink is an idempotent producer whose delivery reports come back on
+// Acks (port.Sink).
 type Sink struct {
 	p            *kafka.Producer
 	w            *watch
@@ -60,7 +60,7 @@ func (k *Sink) reports() {
 	}
 }
 
-// Produce implements router.Sink. When librdkafka's queue is full it waits
+// Produce implements port.Sink. When librdkafka's queue is full it waits
 // for a little room (up to a second) rather than failing at once.
 func (k *Sink) Produce(o *port.Output, opaque any) error {
 	msg := &kafka.Message{
@@ -88,7 +88,7 @@ func (k *Sink) Produce(o *port.Output, opaque any) error {
 	}
 }
 
-// Acks implements router.Sink.
+// Acks implements port.Sink.
 func (k *Sink) Acks() <-chan port.Ack { return k.acks }
 
 // Close flushes for up to the flush timeout and closes the producer.

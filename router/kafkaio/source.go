@@ -115,7 +115,7 @@ func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	return nil
 }
 
-// OnRevoke implements router.Source.
+// OnRevoke implements port.Source.
 func (s *Source) OnRevoke(f func([]port.TopicPartition, bool)) { s.onRevoke = f }
 
 // OnConsumerStats makes f hear of the consumer's lag and rebalances every
@@ -123,10 +123,10 @@ func (s *Source) OnRevoke(f func([]port.TopicPartition, bool)) { s.onRevoke = f 
 // be quick. Call it before the first Poll.
 func (s *Source) OnConsumerStats(f func(lag.ConsumerStats)) { s.onStats = f }
 
-// AssignmentLost implements router.Source.
+// AssignmentLost implements port.Source.
 func (s *Source) AssignmentLost() bool { return s.c.AssignmentLost() }
 
-// Committed implements router.Source.
+// Committed implements port.Source.
 func (s *Source) Committed(tps []port.TopicPartition) (map[port.TopicPartition]int64, error) {
 	res, err := s.c.Committed(toKafka(tps), 10000)
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *Source) Committed(tps []port.TopicPartition) (map[port.TopicPartition]i
 	return out, nil
 }
 
-// Seek implements router.Source. When it returns, no record fetched before
+// Seek implements port.Source. When it returns, no record fetched before
 // it will be returned by Poll.
 func (s *Source) Seek(tp port.TopicPartition, offset int64) error {
 	res, err := s.c.SeekPartitions([]kafka.TopicPartition{{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(offset)}})
@@ -156,10 +156,10 @@ func (s *Source) Seek(tp port.TopicPartition, offset int64) error {
 	return nil
 }
 
-// GroupMetadata implements router.Source.
+// GroupMetadata implements port.Source.
 func (s *Source) GroupMetadata() (any, error) { return s.c.GetConsumerGroupMetadata() }
 
-// Poll implements router.Source.
+// Poll implements port.Source.
 func (s *Source) Poll(timeoutMs int) any {
 	if ev := s.pop(); ev != nil {
 		return ev
@@ -207,16 +207,16 @@ func (s *Source) pop() any {
 	return ev
 }
 
-// StoreOffset implements router.Source.
+// StoreOffset implements port.Source.
 func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	_, err := s.c.StoreOffsets([]kafka.TopicPartition{{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(next)}})
 	return err
 }
 
-// Pause implements router.Source.
+// Pause implements port.Source.
 func (s *Source) Pause(tps []port.TopicPartition) error { return s.c.Pause(toKafka(tps)) }
 
-// Resume implements router.Source.
+// Resume implements port.Source.
 func (s *Source) Resume(tps []port.TopicPartition) error { return s.c.Resume(toKafka(tps)) }
 
 // Close commits the stored offsets and leaves the group.

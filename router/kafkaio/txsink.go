@@ -135,13 +135,13 @@ func (l *txLane) close() {
 	<-l.w.done
 }
 
-// Begin implements router.TxSink: the transaction goes to the other lane.
+// Begin implements port.TxSink: the transaction goes to the other lane.
 func (k *TxSink) Begin() error {
 	k.cur = 1 - k.cur
 	return txnError(k.lanes[k.cur].p.BeginTransaction())
 }
 
-// Produce implements router.Sink.
+// Produce implements port.Sink.
 func (k *TxSink) Produce(o *port.Output, _ any) error {
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &o.Topic, Partition: kafka.PartitionAny},
@@ -168,7 +168,7 @@ func (k *TxSink) Produce(o *port.Output, _ any) error {
 	}
 }
 
-// Commit implements router.TxSink.
+// Commit implements port.TxSink.
 func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	if err := k.sendOffsets(ctx, offsets, group); err != nil {
 		return err
@@ -176,7 +176,7 @@ func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int
 	return txnError(k.lanes[k.cur].p.CommitTransaction(ctx))
 }
 
-// Register implements router.TxRegistrar: the offsets staged now are
+// Register implements port.TxRegistrar: the offsets staged now are
 // replaced by those Commit sends.
 func (k *TxSink) Register(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	return k.sendOffsets(ctx, offsets, group)
@@ -197,12 +197,12 @@ func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartitio
 	return txnError(k.lanes[k.cur].p.SendOffsetsToTransaction(ctx, tps, gm))
 }
 
-// Abort implements router.TxSink.
+// Abort implements port.TxSink.
 func (k *TxSink) Abort(ctx context.Context) error {
 	return txnError(k.lanes[k.cur].p.AbortTransaction(ctx))
 }
 
-// Reset implements router.TxSink: both lanes are replaced.
+// Reset implements port.TxSink: both lanes are replaced.
 func (k *TxSink) Reset() error {
 	for _, l := range k.lanes {
 		l.close()
@@ -212,11 +212,11 @@ func (k *TxSink) Reset() error {
 	return k.open(ctx)
 }
 
-// Acks implements router.Sink: a TxSink reports nothing there (its
+// Acks implements port.Sink: a TxSink reports nothing there (its
 // deliveries are settled by Commit).
 func (k *TxSink) Acks() <-chan port.Ack { return k.acks }
 
-// Close implements router.Sink: it aborts an open transaction (the router
+// Close implements port.Sink: it aborts an open transaction (the router
 // commits before closing) and releases the producers.
 func (k *TxSink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)

@@ -37,7 +37,7 @@ func (c *changes) signal() {
 	}
 }
 
-// Source is an in-memory router.Source: tests Push records and rebalance
+// Source is an in-memory port.Source: tests Push records and rebalance
 // events, and read back what the router stored and paused.
 type Source struct {
 	clock    clockwork.Clock
@@ -68,7 +68,7 @@ func NewSource() *Source {
 	return &Source{clock: clockwork.NewRealClock(), stored: map[port.TopicPartition]int64{}, paused: map[port.TopicPartition]bool{}}
 }
 
-// Push queues a *router.Record, router.Assigned, router.Revoked or error.
+// Push queues a *port.Record, port.Assigned, port.Revoked or error.
 func (s *Source) Push(evs ...any) {
 	s.mu.Lock()
 	s.queue = append(s.queue, evs...)
@@ -84,7 +84,7 @@ func (s *Source) Push(evs ...any) {
 	s.pushed.signal()
 }
 
-// Poll implements router.Source. A Revoked event runs the revoke hook
+// Poll implements port.Source. A Revoked event runs the revoke hook
 // before Poll returns it, as a Kafka client's rebalance does.
 func (s *Source) Poll(timeoutMs int) any {
 	var deadline <-chan time.Time // made only when Poll has to wait
@@ -212,21 +212,21 @@ func (s *Source) LoseAssignment() {
 	s.mu.Unlock()
 }
 
-// AssignmentLost implements router.Source.
+// AssignmentLost implements port.Source.
 func (s *Source) AssignmentLost() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lost
 }
 
-// OnRevoke implements router.Source.
+// OnRevoke implements port.Source.
 func (s *Source) OnRevoke(f func([]port.TopicPartition, bool)) {
 	s.mu.Lock()
 	s.onRevoke = f
 	s.mu.Unlock()
 }
 
-// Committed implements router.Source: what StoreOffset stored (as if
+// Committed implements port.Source: what StoreOffset stored (as if
 // committed at once) or a TxSink committed.
 func (s *Source) Committed(tps []port.TopicPartition) (map[port.TopicPartition]int64, error) {
 	s.mu.Lock()
@@ -251,7 +251,7 @@ func (s *Source) FailCommitted(err error) {
 	s.committedErr = err
 }
 
-// Seek implements router.Source; it only records the call: tests push the
+// Seek implements port.Source; it only records the call: tests push the
 // records a real consumer would read again.
 func (s *Source) Seek(tp port.TopicPartition, _ int64) error {
 	s.mu.Lock()
@@ -268,10 +268,10 @@ func (s *Source) Seeks() int {
 	return len(s.seeks)
 }
 
-// GroupMetadata implements router.Source.
+// GroupMetadata implements port.Source.
 func (s *Source) GroupMetadata() (any, error) { return "routertest-group", nil }
 
-// StoreOffset implements router.Source.
+// StoreOffset implements port.Source.
 func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	s.mu.Lock()
 	s.stored[tp] = next
@@ -280,7 +280,7 @@ func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	return nil
 }
 
-// Pause implements router.Source.
+// Pause implements port.Source.
 func (s *Source) Pause(tps []port.TopicPartition) error {
 	s.mu.Lock()
 	for _, tp := range tps {
@@ -291,7 +291,7 @@ func (s *Source) Pause(tps []port.TopicPartition) error {
 	return nil
 }
 
-// Resume implements router.Source.
+// Resume implements port.Source.
 func (s *Source) Resume(tps []port.TopicPartition) error {
 	s.mu.Lock()
 	for _, tp := range tps {
@@ -303,7 +303,7 @@ func (s *Source) Resume(tps []port.TopicPartition) error {
 	return nil
 }
 
-// Close implements router.Source.
+// Close implements port.Source.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -352,7 +352,7 @@ func (s *Source) WaitUntil(ctx context.Context, cond func(*Source) bool) error {
 	}
 }
 
-// Sink is an in-memory router.Sink that keeps every output. By default it
+// Sink is an in-memory port.Sink that keeps every output. By default it
 // acknowledges each output at once; with Hold it keeps acknowledgements until
 // Release, so tests can check what waits for the broker.
 type Sink struct {
@@ -421,7 +421,7 @@ func (k *Sink) FailTopic(topic string, err error) {
 	k.mu.Unlock()
 }
 
-// Produce implements router.Sink. It copies the output.
+// Produce implements port.Sink. It copies the output.
 func (k *Sink) Produce(o *port.Output, opaque any) error {
 	k.mu.Lock()
 	if gate := k.gate; gate != nil {
@@ -448,10 +448,10 @@ func (k *Sink) Produce(o *port.Output, opaque any) error {
 	return nil
 }
 
-// Acks implements router.Sink.
+// Acks implements port.Sink.
 func (k *Sink) Acks() <-chan port.Ack { return k.acks }
 
-// Close implements router.Sink.
+// Close implements port.Sink.
 func (k *Sink) Close() error {
 	k.mu.Lock()
 	k.closed = true

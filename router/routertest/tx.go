@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// TxSink is an in-memory router.TxSink. Outputs of a transaction become
+// TxSink is an in-memory port.TxSink. Outputs of a transaction become
 // visible (Outputs, WaitFor) only when it commits; committed offsets go to the
 // Source, as a Kafka transaction commits them for the consumer group.
 type TxSink struct {
@@ -64,7 +64,7 @@ func (k *TxSink) FailProduce(topic string, err error) {
 	k.mu.Unlock()
 }
 
-// Begin implements router.TxSink.
+// Begin implements port.TxSink.
 func (k *TxSink) Begin() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -72,7 +72,7 @@ func (k *TxSink) Begin() error {
 	return nil
 }
 
-// Produce implements router.Sink: the output waits in the transaction.
+// Produce implements port.Sink: the output waits in the transaction.
 func (k *TxSink) Produce(o *port.Output, _ any) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -85,7 +85,7 @@ func (k *TxSink) Produce(o *port.Output, _ any) error {
 	return nil
 }
 
-// Register implements router.TxRegistrar: it notes the offsets staged and
+// Register implements port.TxRegistrar: it notes the offsets staged and
 // how many outputs the transaction held then.
 func (k *TxSink) Register(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
 	k.mu.Lock()
@@ -138,7 +138,7 @@ func (k *TxSink) MaxConcurrentCommits() int {
 	return k.maxInCommit
 }
 
-// Commit implements router.TxSink.
+// Commit implements port.TxSink.
 func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
 	k.mu.Lock()
 	k.inCommit++
@@ -174,7 +174,7 @@ func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64
 	return nil
 }
 
-// Abort implements router.TxSink.
+// Abort implements port.TxSink.
 func (k *TxSink) Abort(context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -183,7 +183,7 @@ func (k *TxSink) Abort(context.Context) error {
 	return nil
 }
 
-// Reset implements router.TxSink.
+// Reset implements port.TxSink.
 func (k *TxSink) Reset() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -210,7 +210,7 @@ type Restorer struct {
 
 var _ port.Restorer = (*Restorer)(nil)
 
-// Restore implements router.Restorer. An output's partition is the one it
+// Restore implements port.Restorer. An output's partition is the one it
 // was written to, or, without one, the murmur2 hash of its key.
 func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]port.PendingRecord, error) {
 	want := map[int32]bool{}
