@@ -395,9 +395,11 @@ func (ph *phase) newRouter(ctx context.Context, opts ...router.Option) (*router.
 	if err != nil {
 		return nil, err
 	}
-	ropts := append([]router.Option{router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
-		router.WithLogger(ph.log), router.WithRegisterer(ph.reg)}, opts...)
-	r, err := router.New(ph.cfg, ph.codec, parts.Source, parts.Sink, ropts...)
+	ropts := []router.Option{
+		router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
+		router.WithLogger(ph.log), router.WithRegisterer(ph.reg),
+	}
+	r, err := router.New(ph.cfg, ph.codec, parts.Source, parts.Sink, append(ropts, opts...)...)
 	if err != nil {
 		_ = parts.Source.Close()
 		_ = parts.Sink.Close()
