@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/contexts"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -183,7 +183,7 @@ func waitForCompaction(ctx context.Context, t *testing.T, s kafkaio.Settings, to
 		written++
 		n := 0
 		rctx, cancel := context.WithCancel(ctx)
-		_ = kafkaio.Follow(rctx, s, topic, time.Time{}, cancel, func(*router.Record) error { n++; return nil })
+		_ = kafkaio.Follow(rctx, s, topic, time.Time{}, cancel, func(*port.Record) error { n++; return nil })
 		cancel()
 		if n < written {
 			t.Logf("the broker compacted the topic: %d records left of %d written", n, written)

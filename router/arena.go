@@ -13,7 +13,11 @@ package router
 // own allocation, so a chunk never keeps a large payload alive for
 // others.
 
-import "github.com/switchboard-mcp/switchboard/schemas"
+import (
+	"github.com/switchboard-mcp/switchboard/schemas"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
+)
 
 const (
 	valueChunk  = 16 << 10 // bytes of values per chunk
@@ -24,13 +28,13 @@ const (
 // is owned by the event loop.
 type arena struct {
 	values  []byte
-	outputs []Output
+	outputs []port.Output
 }
 
 // output returns a new Output holding o.
-func (a *arena) output(o Output) *Output {
+func (a *arena) output(o port.Output) *port.Output {
 	if len(a.outputs) == 0 {
-		a.outputs = make([]Output, outputChunk)
+		a.outputs = make([]port.Output, outputChunk)
 	}
 	p := &a.outputs[0]
 	a.outputs = a.outputs[1:]

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -19,7 +20,7 @@ func TestArena(t *testing.T) {
 	}
 	var a arena
 	var values [][]byte
-	var outs []*Output
+	var outs []*port.Output
 	for i := range 3 * outputChunk {
 		r := &schemas.PendingIntent{IntentID: "i-" + strings.Repeat("x", i%7), IntentType: "echo", Agent: "echo", Payload: `{"q":1}`}
 		v, err := a.encode(codec, schemas.EncodingDefault, "pending", r)
@@ -34,7 +35,7 @@ func TestArena(t *testing.T) {
 			t.Fatalf("value %d: %q (cap %d), want %q with its capacity ending with it", i, v, cap(v), want)
 		}
 		values = append(values, v)
-		outs = append(outs, a.output(Output{Topic: "pending", Value: v}))
+		outs = append(outs, a.output(port.Output{Topic: "pending", Value: v}))
 	}
 	// A sink that appends to a value gets a copy, never the next value.
 	before := bytes.Clone(values[1])
@@ -42,7 +43,7 @@ func TestArena(t *testing.T) {
 	if !bytes.Equal(values[1], before) {
 		t.Fatalf("appending to one value changed the next: %q, was %q", values[1], before)
 	}
-	seen := map[*Output]bool{}
+	seen := map[*port.Output]bool{}
 	for i, o := range outs {
 		if seen[o] || !bytes.Equal(o.Value, values[i]) {
 			t.Fatalf("output %d shared or changed: %q", i, o.Value)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -26,12 +27,12 @@ type countingSink struct {
 	counts map[string]int
 	want   map[string]int
 	done   chan string
-	acks   chan router.Ack
+	acks   chan port.Ack
 	tx     bool
 }
 
 func newCountingSink(tx bool) *countingSink {
-	return &countingSink{counts: map[string]int{}, want: map[string]int{}, done: make(chan string, 4), acks: make(chan router.Ack, 1<<22), tx: tx} // Produce runs in the event loop: never block it
+	return &countingSink{counts: map[string]int{}, want: map[string]int{}, done: make(chan string, 4), acks: make(chan port.Ack, 1<<22), tx: tx} // Produce runs in the event loop: never block it
 }
 
 func (k *countingSink) expect(topic string, n int) {
@@ -40,7 +41,7 @@ func (k *countingSink) expect(topic string, n int) {
 	k.mu.Unlock()
 }
 
-func (k *countingSink) Produce(o *router.Output, opaque any) error {
+func (k *countingSink) Produce(o *port.Output, opaque any) error {
 	k.mu.Lock()
 	k.counts[o.Topic]++
 	if k.counts[o.Topic] == k.want[o.Topic] {
@@ -48,15 +49,15 @@ func (k *countingSink) Produce(o *router.Output, opaque any) error {
 	}
 	k.mu.Unlock()
 	if !k.tx {
-		k.acks <- router.Ack{Opaque: opaque}
+		k.acks <- port.Ack{Opaque: opaque}
 	}
 	return nil
 }
 
-func (k *countingSink) Acks() <-chan router.Ack { return k.acks }
-func (k *countingSink) Close() error            { return nil }
-func (k *countingSink) Begin() error            { return nil }
-func (k *countingSink) Commit(context.Context, map[router.TopicPartition]int64, any) error {
+func (k *countingSink) Acks() <-chan port.Ack { return k.acks }
+func (k *countingSink) Close() error          { return nil }
+func (k *countingSink) Begin() error          { return nil }
+func (k *countingSink) Commit(context.Context, map[port.TopicPartition]int64, any) error {
 	return nil
 }
 func (k *countingSink) Abort(context.Context) error { return nil }
@@ -101,7 +102,7 @@ func benchmarkEventLoop(b *testing.B, opts ...router.Option) {
 					b.Error(err)
 				}
 			}()
-			src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+			src.Push(port.Assigned{{Topic: requests}, {Topic: responses}})
 
 			reqs, resps := make([]any, b.N), make([]any, b.N)
 			ans := schemas.JSON(`{"ok":true}`)
@@ -116,8 +117,8 @@ func benchmarkEventLoop(b *testing.B, opts ...router.Option) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				reqs[i] = &router.Record{Topic: requests, Offset: int64(i), Key: []byte(id), Value: rv, TimestampMs: ts}
-				resps[i] = &router.Record{Topic: responses, Offset: int64(i), Key: []byte(id), Value: av, TimestampMs: ts}
+				reqs[i] = &port.Record{Topic: requests, Offset: int64(i), Key: []byte(id), Value: rv, TimestampMs: ts}
+				resps[i] = &port.Record{Topic: responses, Offset: int64(i), Key: []byte(id), Value: av, TimestampMs: ts}
 			}
 			sink.expect(echoTopic, b.N)
 			sink.expect(results, b.N)

@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -55,7 +56,7 @@ func testTenantOverItsByteBudgetIsShed(t *testing.T, delivery string) {
 // it; responses keep flowing meanwhile.
 func TestPendingBytesBoundPausesRequests(t *testing.T) {
 	h := start(t, strings.Replace(testConfig, "router:\n  max_pending: 3\n", "router:\n  max_pending_bytes: 2500000\n  max_pending_bytes_per_tenant: 2500000\n", 1), "at_least_once")
-	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
+	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
 	h.request("b-1", "echo", large)
 	h.request("b-2", "echo", large)
 	h.wait(echoTopic, 2)
@@ -93,7 +94,7 @@ func TestPendingBytesBoundPausesRequests(t *testing.T) {
 func TestBytesOnTheirWayCountAgainstTheBudget(t *testing.T) {
 	h := start(t, strings.Replace(testConfig, "router:\n  max_pending: 3\n", "router:\n  max_pending: 100\n  max_pending_bytes: 4000000\n  max_pending_bytes_per_tenant: 4000000\n", 1), "at_least_once")
 	h.src.HoldPaused()
-	reqTP := router.TopicPartition{Topic: requests}
+	reqTP := port.TopicPartition{Topic: requests}
 	waiting := h.sink.Block()
 	t.Cleanup(h.sink.Unblock)
 	h.request("w-1", "echo", large) // the loop holds this one
@@ -136,7 +137,7 @@ func TestBytesOnTheirWayCountAgainstTheBudget(t *testing.T) {
 // Kafka (every partition paused) rather than in the router's queue.
 func TestPollQueueIsBoundedByBytes(t *testing.T) {
 	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "at_least_once", router.WithQueueBytes(2_000_000))
-	reqTP := router.TopicPartition{Topic: requests}
+	reqTP := port.TopicPartition{Topic: requests}
 	waiting := h.sink.Block()
 	t.Cleanup(h.sink.Unblock)       // before the harness stops the router, if the test fails early
 	h.request("q-1", "echo", large) // the loop holds this one

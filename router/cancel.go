@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -15,13 +16,13 @@ const ClassInvalidControl = "invalid_control"
 
 // controlOf returns the value of a record's control header, if it has one.
 // (The Go agent runner reads the same header with Record.Header.)
-func controlOf(rec *Record) (string, bool) {
+func controlOf(rec *port.Record) (string, bool) {
 	v, ok := rec.Header(intents.HeaderControl)
 	return string(v), ok
 }
 
 // onControl handles a control record of the requests topic.
-func (e *engine) onControl(rec *Record, control string, t *track, nowMs int64) {
+func (e *engine) onControl(rec *port.Record, control string, t *track, nowMs int64) {
 	if control != intents.ControlCancel {
 		e.deadLetter(rec, t, ClassInvalidControl, fmt.Errorf("control %q is not a kind the router knows (cancel)", control))
 		return
@@ -68,8 +69,8 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 			e.encodeFailed(t, err)
 			return
 		}
-		h := append(p.headers(), Header{intents.HeaderControl, []byte(intents.ControlCancel)})
-		e.emit(&Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t)
+		h := append(p.headers(), port.Header{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)})
+		e.emit(&port.Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t)
 	}
 	msg := c.Reason
 	if msg == "" {

@@ -29,9 +29,11 @@ type resolvedWindow struct {
 	rotatedAt int64
 	gens      [generations]map[string]resolvedEntry // gens[0] is the newest
 	ids       idIndex                               // the tenants that resolved each id
-	// uncommitted are the keys added since the last committed transaction
-	// (exactly_once): an abort forgets them, since their resolution did not
-	// happen after all.
+	// undo: keep uncommitted (exactly_once, set by its delivery), the keys
+	// added since the last committed transaction: an abort forgets them,
+	// since their resolution did not happen after all. at_least_once never
+	// rolls back, so it keeps none.
+	undo        bool
 	uncommitted []string
 }
 
@@ -45,7 +47,9 @@ func newResolvedWindow(windowMs, nowMs int64) *resolvedWindow {
 
 func (w *resolvedWindow) add(key string, e resolvedEntry) {
 	w.put(key, e)
-	w.uncommitted = append(w.uncommitted, key)
+	if w.undo {
+		w.uncommitted = append(w.uncommitted, key)
+	}
 }
 
 // restore adds an entry read from the changelog (already committed).
@@ -121,9 +125,6 @@ func (w *resolvedWindow) rotate(nowMs int64, forget func(map[string]resolvedEntr
 			}
 			forget(oldest)
 		}
-	}
-	if len(w.uncommitted) > 1<<16 { // at_least_once never commits: do not grow
-		w.commit()
 	}
 }
 

@@ -16,6 +16,7 @@ func TestResolvedWindowMatchesModel(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	const span = 10
 	w := newResolvedWindow(span*(generations-1), 0)
+	w.undo = true
 	type entry struct {
 		gen       int // the rotation it was put in
 		partition int32

@@ -31,25 +31,33 @@
 //     reader, so that the loop can serve their revokes meanwhile.
 //
 // The event loop owns all state: the pending table, the timing wheel, the
-// fallback cache, the dedup window and the offset tracker. Records, delivery
-// acknowledgements, wheel ticks and configuration reloads (Reconfigure,
-// reconfigure.go) reach it over channels, so the hot path takes no locks.
+// fallback cache, the dedup window and the delivery's state (the open
+// transaction, or the offset tracker). Records, delivery acknowledgements,
+// wheel ticks and configuration reloads (Reconfigure, reconfigure.go) reach
+// it over channels, so the hot path takes no locks.
 //
 // # Delivery
 //
-// exactly_once, the default (txn.go): outputs and the offsets of the records
-// that caused them go into Kafka transactions through a TxSink. The event
-// loop commits as soon as a transaction holds outputs (group commit): a
-// commit blocks the loop, so one is in flight at a time, and what arrives
-// meanwhile is the next transaction's batch; records that caused nothing wait
-// at most commit_interval. A failed commit drops the work since the last one
-// and rewinds to the committed offsets.
+// Each guarantee is its own type behind the delivery interface (delivery.go),
+// chosen once in New: how a record's outputs are produced, how its offset is
+// committed, what a tick, a revocation and the stop do. The Router keeps the
+// lifecycle, the loop, ownership and takeover.
 //
-// at_least_once (track.go): a record's offset is stored for commit
-// (Source.StoreOffset; the consumer commits what is stored) once every output
-// it caused has been acknowledged by the broker: a request's once its
-// dispatch and its pending changelog record are, a response's once its result
-// and the tombstone are. An intent pending when its instance dies is not
+// exactly_once, the default (exactlyOnce, exactlyonce.go): outputs and the
+// offsets of the records that caused them go into Kafka transactions through
+// a TxSink. The event loop commits as soon as a transaction holds outputs
+// (group commit): a commit blocks the loop, so one is in flight at a time,
+// and what arrives meanwhile is the next transaction's batch; records that
+// caused nothing wait at most commit_interval. A failed commit drops the work
+// since the last one (the dedup window forgets the resolutions since the
+// commit too) and rewinds to the committed offsets.
+//
+// at_least_once (atLeastOnce, atleastonce.go, with the offset tracker of
+// track.go): a record's offset is stored for commit (Source.StoreOffset; the
+// consumer commits what is stored) once every output it caused has been
+// acknowledged by the broker: a request's once its dispatch and its pending
+// changelog record are, a response's once its result and the tombstone are.
+// Nothing is rolled back. An intent pending when its instance dies is not
 // replayed from its request but restored from the pending changelog by the
 // partition's next owner (restore.go). A record whose outputs were delivered
 // but whose offset was not yet committed is read again and may cause them
@@ -64,8 +72,11 @@
 //
 // # What it does not own
 //
-// Kafka clients (router/kafkaio implements Source and Sink with
-// confluent-kafka-go), the wire codec (schemas), the wheel and fallback cache
+// The record and port types (router/port: Record, Output, Header and the
+// header names, Source, Sink, TxSink, Restorer, ...), which the adapters and
+// the Go client import without importing the engine; Kafka clients
+// (router/kafkaio implements the ports with confluent-kafka-go), the wire
+// codec (schemas), the wheel and fallback cache
 // (timeouts), configuration parsing (router/config), the tracer provider and
 // its exporter (router/telemetry) and HTTP (api).
 package router

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -53,7 +54,7 @@ topics:
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.onRequest(&Record{Topic: config.DefaultRequests, Key: []byte(req.IntentID), Value: v, TimestampMs: nowMs}, nil, nowMs)
+		e.onRequest(&port.Record{Topic: config.DefaultRequests, Key: []byte(req.IntentID), Value: v, TimestampMs: nowMs}, nil, nowMs)
 		e.flush(nowMs)
 	}
 	result := func(id string) *schemas.IntentResult {
@@ -128,7 +129,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &Record{Topic: topic, Key: []byte("m-1"), Value: v, TimestampMs: nowMs}
+		r := &port.Record{Topic: topic, Key: []byte("m-1"), Value: v, TimestampMs: nowMs}
 		if topic == config.DefaultRequests {
 			e.onRequest(r, nil, nowMs)
 		} else {
@@ -167,7 +168,7 @@ func TestUnencodableResolvedMarkerTombstonesThePendingRecord(t *testing.T) {
 
 // limitedEngine is an engine, owning every partition, whose codec refuses
 // records over maxRecordBytes; what it emits collects in *outs.
-func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs int64) (*engine, *schemas.Codec, *[]*Output) {
+func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs int64) (*engine, *schemas.Codec, *[]*port.Output) {
 	t.Helper()
 	codec, err := schemas.NewCodec(schemas.WithMaxRecordBytes(maxRecordBytes))
 	if err != nil {
@@ -181,8 +182,8 @@ func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs i
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs := new([]*Output)
-	e.emit = func(o *Output, _ *track) { *outs = append(*outs, o) }
+	outs := new([]*port.Output)
+	e.emit = func(o *port.Output, _ *track) { *outs = append(*outs, o) }
 	e.failed = func(error) {}
 	e.owns = func(int32) bool { return true }
 	return e, codec, outs

@@ -10,27 +10,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/intents/payload"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
-)
-
-// Dead-letter headers: where a record came from and why it was set aside.
-const (
-	HeaderOriginalTopic     = "switchboard.original.topic"
-	HeaderOriginalPartition = "switchboard.original.partition"
-	HeaderOriginalOffset    = "switchboard.original.offset"
-	HeaderErrorClass        = "switchboard.error.class"
-	HeaderErrorMessage      = "switchboard.error.message"
-	HeaderTraceparent       = "traceparent"
-	// HeaderMovedFrom marks a record the router moved to the partition its
-	// key hashes to, with the partition it was produced to.
-	HeaderMovedFrom = "switchboard.moved.from"
-	// HeaderReplayedFrom marks a record an operator put back from the
-	// dead-letter topic (switchboard dlq replay): a request so marked is
-	// served even though its intent was rejected within the dedup window,
-	// the one exception to one result per intent (a repair: rejected, then
-	// its real outcome).
-	HeaderReplayedFrom = "switchboard.replayed.from"
 )
 
 // Error classes the router adds to schemas' decoding classes.
@@ -108,7 +90,7 @@ func (p *pending) keyBytes() []byte {
 
 // emitFunc hands an output to the sink; a non-nil track waits for its
 // acknowledgement.
-type emitFunc func(o *Output, t *track)
+type emitFunc func(o *port.Output, t *track)
 
 // engine is the router's state machine. It is owned by the event loop and
 // never blocks: every effect is an Output handed to emit.
@@ -226,7 +208,7 @@ func newEngine(cfg *config.Config, codec *schemas.Codec, m *metrics, log *slog.L
 }
 
 // onRequest handles one record of the requests topic.
-func (e *engine) onRequest(rec *Record, t *track, nowMs int64) {
+func (e *engine) onRequest(rec *port.Record, t *track, nowMs int64) {
 	if control, ok := controlOf(rec); ok {
 		e.onControl(rec, control, t, nowMs)
 		return
@@ -350,7 +332,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(e.arena.output(Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
+	e.emit(e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {
@@ -373,7 +355,7 @@ func (e *engine) tick(nowMs int64) {
 		for _, r := range gone {
 			if r.persisted && e.owns(r.partition) {
 				part := r.partition
-				e.emit(&Output{Topic: e.topics.Pending, Partition: &part, Key: []byte(r.logKey)}, nil) // tombstone
+				e.emit(&port.Output{Topic: e.topics.Pending, Partition: &part, Key: []byte(r.logKey)}, nil) // tombstone
 			}
 		}
 	})
@@ -454,7 +436,7 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause)
+	e.emit(&port.Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause)
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
@@ -524,7 +506,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		return
 	}
 	key := p.keyBytes()
-	e.emit(e.arena.output(Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause)
+	e.emit(e.arena.output(port.Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause)
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation
@@ -583,7 +565,7 @@ func (e *engine) routeOf(intentType string) *route {
 	return e.unknown
 }
 
-func (p *pending) headers() []Header { return traceHeaders(p.traceparent) }
+func (p *pending) headers() []port.Header { return traceHeaders(p.traceparent) }
 
 func (p *pending) agentName() string {
 	if p.agent == nil {

@@ -3,6 +3,7 @@ package router
 import (
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -23,7 +24,7 @@ func (e *engine) remember(r *route, key string, answer *schemas.JSON, nowMs int6
 		e.encodeFailed(t, err)
 		return
 	}
-	e.emit(&Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t)
+	e.emit(&port.Output{Topic: e.topics.FallbackCache, Key: []byte(r.name + "/" + key), Value: value}, t)
 }
 
 // onFallbackAnswer applies an answer read from the fallback-cache topic

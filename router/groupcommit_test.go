@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -109,7 +110,7 @@ func TestGroupCommitPositionsOnlyWaitForTheInterval(t *testing.T) {
 	h, commits := startGroupCommit(t)
 	h.answer("nobody", "echo", `{}`)
 	waitCounter(h, "switchboard_responses_unknown_total", 1)
-	responsesTP := router.TopicPartition{Topic: responses}
+	responsesTP := port.TopicPartition{Topic: responses}
 	if c, _, _ := h.tx.Counts(); c != 0 || h.src.Stored(responsesTP) != -1 {
 		t.Fatalf("%d commits, responses offset %d: a transaction without outputs was committed before commit_interval", c, h.src.Stored(responsesTP))
 	}
@@ -136,7 +137,7 @@ func TestGroupCommitRegistersBeforeTheFirstOutput(t *testing.T) {
 		t.Fatalf("Register calls staged %v holding %v outputs, want two, each before any output", offsets, held)
 	}
 	// The second transaction stages the position the first committed.
-	if got := offsets[1][router.TopicPartition{Topic: requests}]; got != 1 {
+	if got := offsets[1][port.TopicPartition{Topic: requests}]; got != 1 {
 		t.Fatalf("the second transaction staged requests offset %d, want 1", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -34,7 +35,7 @@ const (
 )
 
 // onResponse handles one record of the responses topic.
-func (e *engine) onResponse(rec *Record, t *track, nowMs int64) {
+func (e *engine) onResponse(rec *port.Record, t *track, nowMs int64) {
 	resp := &e.scratch.resp
 	if err := e.codec.Decode(rec.Value, resp); err != nil {
 		e.deadLetter(rec, t, schemas.ErrorClass(err), err)
@@ -165,7 +166,7 @@ func (p *pending) lastDispatched() int32 {
 }
 
 // invalidResponse dead-letters and counts a response that is not credited.
-func (e *engine) invalidResponse(rec *Record, t *track, reason string, resp *schemas.AgentResponse) {
+func (e *engine) invalidResponse(rec *port.Record, t *track, reason string, resp *schemas.AgentResponse) {
 	e.m.invalidResponses.WithLabelValues(reason).Inc()
 	var why string
 	switch reason {
@@ -184,7 +185,7 @@ func (e *engine) invalidResponse(rec *Record, t *track, reason string, resp *sch
 // onStrayResponse handles a response for an intent that is not pending: late
 // (it timed out: the answer refreshes the fallback cache), duplicate (it was
 // already answered: ignored) or unknown.
-func (e *engine) onStrayResponse(rec *Record, resp *schemas.AgentResponse, key string, nowMs int64, t *track) {
+func (e *engine) onStrayResponse(rec *port.Record, resp *schemas.AgentResponse, key string, nowMs int64, t *track) {
 	done, ok := e.resolved.get(key)
 	if !ok {
 		e.m.unknownResp.Inc()

@@ -1,6 +1,10 @@
 package router
 
-import "github.com/switchboard-mcp/switchboard/schemas"
+import (
+	"github.com/switchboard-mcp/switchboard/schemas"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
+)
 
 // ClassInvalidPayload is the dead-letter class (and the rejected result's
 // error code) of an intent whose payload fails its intent type's
@@ -12,7 +16,7 @@ const ClassInvalidPayload = "invalid_payload"
 // written to the requests topic directly. A failing intent is rejected
 // (dead-lettered, resolved rejected with the schema error) and
 // payloadFails returns true.
-func (e *engine) payloadFails(rec *Record, t *track, r *route, req *schemas.IntentRequest, nowMs int64) bool {
+func (e *engine) payloadFails(rec *port.Record, t *track, r *route, req *schemas.IntentRequest, nowMs int64) bool {
 	if r.input == nil {
 		return false
 	}

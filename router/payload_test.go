@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -37,12 +38,12 @@ func testPayloadFailingItsSchemaIsRejected(t *testing.T, delivery string) {
 	h := start(t, schemaConfig, delivery)
 	h.request("bad-1", "order", `{"amount": -3}`)
 	dl := h.wait(dlq, 1)
-	if !hasHeader(dl, router.HeaderErrorClass, router.ClassInvalidPayload) {
+	if !hasHeader(dl, port.HeaderErrorClass, router.ClassInvalidPayload) {
 		t.Fatalf("dead letter class: %v", dl.Headers)
 	}
 	msg := ""
 	for _, x := range dl.Headers {
-		if x.Key == router.HeaderErrorMessage {
+		if x.Key == port.HeaderErrorMessage {
 			msg = string(x.Value)
 		}
 	}

@@ -4,6 +4,7 @@ package router
 // its resolution marker, and what happens when either cannot be encoded.
 
 import (
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
 )
@@ -25,8 +26,8 @@ func (e *engine) persist(p *pending, t *track) bool {
 // changelog: under its changelog key, in the partition of its request, so
 // that the intents of every tenant that use one id are all restored with it
 // (a scoped key would hash elsewhere).
-func (p *pending) changelog(topic string, state []byte) Output {
-	return Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
+func (p *pending) changelog(topic string, state []byte) port.Output {
+	return port.Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
 }
 
 // logKeyBytes is p's changelog key as the bytes of a record key, made once

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // OffsetBeginning asks Seek for a partition's first offset.
@@ -21,15 +23,15 @@ func (r *Router) poll(ctx context.Context) error {
 	var (
 		backlog      []any
 		backlogBytes int64 // of the records in backlog
-		assigned     = map[TopicPartition]bool{}
-		paused       = map[TopicPartition]bool{}
+		assigned     = map[port.TopicPartition]bool{}
+		paused       = map[port.TopicPartition]bool{}
 		gate         = byteGate{max: r.cfg.Router.MaxPendingBytes}
 	)
 	// room reports whether ev may go to the loop now: the records on
 	// their way to it hold less than the queue's byte bound (one record
 	// always may, however large).
 	room := func(ev any) bool {
-		rec, ok := ev.(*Record)
+		rec, ok := ev.(*port.Record)
 		if !ok {
 			return true
 		}
@@ -41,7 +43,7 @@ func (r *Router) poll(ctx context.Context) error {
 		return true
 	}
 	unroom := func(ev any) {
-		if rec, ok := ev.(*Record); ok {
+		if rec, ok := ev.(*port.Record); ok {
 			r.queuedBytes.Add(-recordBytes(rec))
 		}
 	}
@@ -62,7 +64,7 @@ func (r *Router) poll(ctx context.Context) error {
 			}
 		}
 		backlog = append(backlog, ev)
-		if rec, ok := ev.(*Record); ok {
+		if rec, ok := ev.(*port.Record); ok {
 			backlogBytes += recordBytes(rec)
 		}
 	}
@@ -70,7 +72,7 @@ func (r *Router) poll(ctx context.Context) error {
 		select {
 		case <-r.rewinds:
 			backlog, backlogBytes = backlog[:0], 0
-			tps := make([]TopicPartition, 0, len(assigned))
+			tps := make([]port.TopicPartition, 0, len(assigned))
 			for tp := range assigned {
 				tps = append(tps, tp)
 			}
@@ -84,7 +86,7 @@ func (r *Router) poll(ctx context.Context) error {
 		for len(backlog) > 0 && room(backlog[0]) {
 			select {
 			case r.events <- backlog[0]:
-				if rec, ok := backlog[0].(*Record); ok {
+				if rec, ok := backlog[0].(*port.Record); ok {
 					backlogBytes -= recordBytes(rec)
 				}
 				backlog[0] = nil
@@ -113,16 +115,16 @@ func (r *Router) poll(ctx context.Context) error {
 		switch e := ev.(type) {
 		case nil:
 			continue
-		case *Record:
+		case *port.Record:
 			e.PolledAt = r.opts.clock.Now()
 		case error:
-			var fatal *FatalError
+			var fatal *port.FatalError
 			if errors.As(e, &fatal) {
 				return e
 			}
 			r.opts.log.Warn("kafka consumer", "error", e)
 			continue
-		case Assigned:
+		case port.Assigned:
 			for _, tp := range e {
 				assigned[tp] = true
 			}
@@ -131,7 +133,7 @@ func (r *Router) poll(ctx context.Context) error {
 				return err
 			}
 			ev = rs
-		case Revoked:
+		case port.Revoked:
 			for _, tp := range e {
 				delete(assigned, tp)
 				delete(paused, tp)
@@ -144,13 +146,13 @@ func (r *Router) poll(ctx context.Context) error {
 }
 
 // recordBytes is what a record weighs in the poll queue.
-func recordBytes(rec *Record) int64 { return int64(len(rec.Key) + len(rec.Value)) }
+func recordBytes(rec *port.Record) int64 { return int64(len(rec.Key) + len(rec.Value)) }
 
 // takeOver reads what the loop needs to own partitions: their committed
 // offsets and the pending intents of the requests partitions. On a rewind it
 // first seeks every partition back to its committed offset. It retries while
 // the cluster is unavailable, until ctx ends.
-func (r *Router) takeOver(ctx context.Context, tps []TopicPartition, rewind bool) (*restored, error) {
+func (r *Router) takeOver(ctx context.Context, tps []port.TopicPartition, rewind bool) (*restored, error) {
 	start := r.opts.clock.Now()
 	rs := &restored{tps: tps, rewind: rewind}
 	var parts []int32
@@ -169,14 +171,14 @@ func (r *Router) takeOver(ctx context.Context, tps []TopicPartition, rewind bool
 			// session ended during the outage): there is nothing left to
 			// take over, and this consumer must rejoin. A fatal error makes
 			// 'serve' replace it with new clients.
-			return nil, &FatalError{fmt.Errorf("taking over partitions failed %d times over %v and the consumer lost them: %w", attempt+1, r.opts.clock.Since(start).Round(time.Second), err)}
+			return nil, &port.FatalError{Err: fmt.Errorf("taking over partitions failed %d times over %v and the consumer lost them: %w", attempt+1, r.opts.clock.Since(start).Round(time.Second), err)}
 		}
 		if attempt+1 >= takeOverAttempts && r.opts.clock.Since(start) >= takeOverGiveUp {
 			// librdkafka's consumer can stay stuck after a broker restart
 			// (its coordinator requests time out for good; seen in the chaos
 			// test): its partitions make no progress while it holds them. A
 			// fatal error makes 'serve' replace it with new clients.
-			return nil, &FatalError{fmt.Errorf("taking over partitions failed %d times over %v: %w", attempt+1, r.opts.clock.Since(start).Round(time.Second), err)}
+			return nil, &port.FatalError{Err: fmt.Errorf("taking over partitions failed %d times over %v: %w", attempt+1, r.opts.clock.Since(start).Round(time.Second), err)}
 		}
 		r.opts.log.Warn("taking over partitions: will retry", "error", err, "attempt", attempt+1)
 		select {
@@ -240,8 +242,8 @@ func backoff(attempt int) time.Duration {
 // applyPause pauses every assigned partition while the loop is behind, only
 // the requests partitions while the pending table is full (responses must keep
 // flowing to resolve intents), and resumes the rest.
-func (r *Router) applyPause(assigned, paused map[TopicPartition]bool, behind, full bool) {
-	var pause, resume []TopicPartition
+func (r *Router) applyPause(assigned, paused map[port.TopicPartition]bool, behind, full bool) {
+	var pause, resume []port.TopicPartition
 	for tp := range assigned {
 		want := behind || (full && tp.Topic == r.cfg.Topics.Requests)
 		if want && !paused[tp] {

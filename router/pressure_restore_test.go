@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -148,7 +149,7 @@ const oneTopic = "mcp.agent.one.request"
 // queuedRetry leaves a changelog in which a-1 failed its first attempt and
 // its retry waits in the queue behind h-1, and an answer to a-1's first
 // attempt, given in time, which the next owner has not read yet.
-func queuedRetry(t *testing.T, delivery string) (*harness, []*router.Record) {
+func queuedRetry(t *testing.T, delivery string) (*harness, []*port.Record) {
 	t.Helper()
 	a := start(t, retryQueueConfig, delivery, router.WithRand(rand.New(rand.NewPCG(1, 2))))
 	a.request("a-1", "again", `{}`)
@@ -164,7 +165,7 @@ func queuedRetry(t *testing.T, delivery string) (*harness, []*router.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, []*router.Record{{Topic: responses, Key: []byte("a-1"), Value: v, TimestampMs: t0.Add(500 * time.Millisecond).UnixMilli()}}
+	return a, []*port.Record{{Topic: responses, Key: []byte("a-1"), Value: v, TimestampMs: t0.Add(500 * time.Millisecond).UnixMilli()}}
 }
 
 // TestQueuedRetryWaitsForUnreadResponses: a retry waiting in its agent's
@@ -174,7 +175,7 @@ func TestQueuedRetryWaitsForUnreadResponses(t *testing.T) {
 	both(t, func(t *testing.T, delivery string) {
 		t.Run("timer", func(t *testing.T) {
 			a, waiting := queuedRetry(t, delivery)
-			respTP := router.TopicPartition{Topic: responses}
+			respTP := port.TopicPartition{Topic: responses}
 			b := startWithHook(t, t0.Add(200*time.Millisecond), waiting, func(s *routertest.Source) { s.Stall(respTP) },
 				retryQueueConfig, delivery, router.WithRestorer(a.changelog()))
 			b.agentView("one", func(v router.AgentView) bool { return v.Queued == 1 })

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -61,9 +62,9 @@ func (h *harness) respond(id, agent string, status schemas.Status, info *schemas
 func (h *harness) cancelRecord(key string, value []byte) {
 	off := h.offset[requests]
 	h.offset[requests]++
-	h.src.Push(&router.Record{
+	h.src.Push(&port.Record{
 		Topic: requests, Offset: off, Key: []byte(key), Value: value, TimestampMs: h.clock.Now().UnixMilli(),
-		Headers: []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}},
+		Headers: []port.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}},
 	})
 }
 
@@ -422,7 +423,7 @@ func testCancelResolvesAndNotifiesTheAgent(t *testing.T, delivery string) {
 	n := h.sink.Count(dlq)
 	h.cancelRecord("", []byte("not json"))
 	dl := h.wait(dlq, n+1)
-	if !hasHeader(dl, router.HeaderErrorClass, router.ClassInvalidControl) {
+	if !hasHeader(dl, port.HeaderErrorClass, router.ClassInvalidControl) {
 		t.Fatalf("dead letter headers %+v", dl.Headers)
 	}
 
@@ -444,7 +445,7 @@ func testCancelResolvesAndNotifiesTheAgent(t *testing.T, delivery string) {
 // pauses the requests partitions, and the pause lifts as the queue drains.
 func TestQueuedIntentsCountAgainstMaxPending(t *testing.T) {
 	h := start(t, strings.Replace(pressureConfig, "router:\n", "router:\n  max_pending: 3\n", 1), config.AtLeastOnce)
-	reqTP := router.TopicPartition{Topic: requests}
+	reqTP := port.TopicPartition{Topic: requests}
 	h.request("s-1", "slow", `{}`)
 	h.wait(slowTopic, 1)
 	h.request("s-2", "slow", `{}`)

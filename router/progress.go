@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -179,7 +180,7 @@ func (e *engine) publishProgress(p *pending, resp *schemas.AgentResponse, t *tra
 		e.log.Warn("progress not published: encoding failed", "intent_id", p.id, "trace_id", telemetry.TraceID(p.traceparent), "error", err)
 		return false
 	}
-	e.emit(&Output{Topic: e.topics.Progress, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t)
+	e.emit(&port.Output{Topic: e.topics.Progress, Key: p.keyBytes(), Value: value, Headers: p.headers()}, t)
 	st.seq++
 	st.bytes += size
 	if resp.Sequence != nil {

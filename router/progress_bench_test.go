@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -56,7 +57,7 @@ func BenchmarkEventLoopProgress(b *testing.B) {
 					b.Error(err)
 				}
 			}()
-			src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+			src.Push(port.Assigned{{Topic: requests}, {Topic: responses}})
 			ts := t0.UnixMilli()
 			reqs := make([]any, pendingIntents)
 			for i := range reqs {
@@ -65,7 +66,7 @@ func BenchmarkEventLoopProgress(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				reqs[i] = &router.Record{Topic: requests, Offset: int64(i), Key: []byte(id), Value: rv, TimestampMs: ts}
+				reqs[i] = &port.Record{Topic: requests, Offset: int64(i), Key: []byte(id), Value: rv, TimestampMs: ts}
 			}
 			deadline := time.After(5 * time.Minute)
 			sink.expect(echoTopic, pendingIntents)
@@ -84,7 +85,7 @@ func BenchmarkEventLoopProgress(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				chunks[i] = &router.Record{Topic: responses, Offset: int64(i), Key: []byte(id), Value: v, TimestampMs: ts}
+				chunks[i] = &port.Record{Topic: responses, Offset: int64(i), Key: []byte(id), Value: v, TimestampMs: ts}
 			}
 			sink.expect(config.DefaultProgress, b.N)
 			b.ReportAllocs()

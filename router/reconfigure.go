@@ -65,7 +65,7 @@ func (r *Router) reconfigure(cfg *config.Config) {
 	views := r.engine.agentViews(now)
 	r.agents.Store(&views)
 	r.viewsAt = now
-	r.settleFailure()
+	r.d.settle()
 	r.opts.log.Info("configuration applied", "intent_types", len(cfg.Intents), "agents", len(cfg.Agents), "pending", len(r.engine.pending))
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard/intents"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -13,7 +14,7 @@ import (
 // record's key; the tenant is the request's when it is a valid one, else
 // none. An intent of that key that is pending or was resolved within the
 // dedup window keeps its one result: the record is a duplicate.
-func (e *engine) reject(rec *Record, t *track, class string, cause error, req *schemas.IntentRequest, nowMs int64) {
+func (e *engine) reject(rec *port.Record, t *track, class string, cause error, req *schemas.IntentRequest, nowMs int64) {
 	e.deadLetter(rec, t, class, cause)
 	id := ""
 	if req != nil && validID(req.IntentID) {
@@ -48,21 +49,21 @@ func (e *engine) reject(rec *Record, t *track, class string, cause error, req *s
 
 // deadLetter copies a record to the dead-letter topic with where it came from
 // and why.
-func (e *engine) deadLetter(rec *Record, t *track, class string, cause error) {
+func (e *engine) deadLetter(rec *port.Record, t *track, class string, cause error) {
 	msg := cause.Error()
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
-	h := make([]Header, 0, len(rec.Headers)+5)
+	h := make([]port.Header, 0, len(rec.Headers)+5)
 	h = append(h, rec.Headers...)
 	h = append(h,
-		Header{HeaderOriginalTopic, []byte(rec.Topic)},
-		Header{HeaderOriginalPartition, strconv.AppendInt(nil, int64(rec.Partition), 10)},
-		Header{HeaderOriginalOffset, strconv.AppendInt(nil, rec.Offset, 10)},
-		Header{HeaderErrorClass, []byte(class)},
-		Header{HeaderErrorMessage, []byte(msg)},
+		port.Header{Key: port.HeaderOriginalTopic, Value: []byte(rec.Topic)},
+		port.Header{Key: port.HeaderOriginalPartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
+		port.Header{Key: port.HeaderOriginalOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
+		port.Header{Key: port.HeaderErrorClass, Value: []byte(class)},
+		port.Header{Key: port.HeaderErrorMessage, Value: []byte(msg)},
 	)
-	e.emit(&Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t)
+	e.emit(&port.Output{Topic: e.topics.DeadLetter, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	e.m.deadLettered.WithLabelValues(rec.Topic, class).Inc()
 	e.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "class", class, "error", msg)
 }
@@ -79,8 +80,8 @@ func (e *engine) encodeFailed(t *track, err error) {
 // was rejected: then its rejection is forgotten (it is served, and its
 // result follows the rejected one) and prior is the key of its changelog
 // record, which the new intent's records replace.
-func (e *engine) replayOverRejection(rec *Record, key string) (prior string, ok bool) {
-	if !hasHeader(rec, HeaderReplayedFrom) {
+func (e *engine) replayOverRejection(rec *port.Record, key string) (prior string, ok bool) {
+	if !hasHeader(rec, port.HeaderReplayedFrom) {
 		return "", false
 	}
 	done, resolved := e.resolved.get(key)
@@ -96,7 +97,7 @@ func (e *engine) replayOverRejection(rec *Record, key string) (prior string, ok 
 	return done.logKey, true
 }
 
-func hasHeader(rec *Record, key string) bool {
+func hasHeader(rec *port.Record, key string) bool {
 	for _, h := range rec.Headers {
 		if h.Key == key {
 			return true

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -23,7 +24,7 @@ import (
 // and its tombstone replace that one, whatever key a new intent of the same
 // tenant and id would get (records from before tenants were scoped are keyed
 // by the bare id).
-func (e *engine) restore(partition int32, entries []PendingRecord, nowMs int64) (restored, held int) {
+func (e *engine) restore(partition int32, entries []port.PendingRecord, nowMs int64) (restored, held int) {
 	var queued []*pending
 	for _, rec := range entries {
 		pi := rec.Intent

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -28,7 +29,7 @@ func (h *harness) stop() {
 }
 
 // resolvedMarker reports whether o is the changelog record of id's resolution.
-func (h *harness) resolvedMarker(o router.Output, id string) bool {
+func (h *harness) resolvedMarker(o port.Output, id string) bool {
 	h.t.Helper()
 	if string(o.Key) != id || o.Value == nil {
 		return false
@@ -99,7 +100,7 @@ func TestExpiredWhileUnownedWaitsForTheResponses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waiting := []*router.Record{{Topic: responses, Key: []byte("f-1"), Value: v, TimestampMs: t0.Add(100 * time.Millisecond).UnixMilli()}}
+		waiting := []*port.Record{{Topic: responses, Key: []byte("f-1"), Value: v, TimestampMs: t0.Add(100 * time.Millisecond).UnixMilli()}}
 		b := startWith(t, t0.Add(time.Second), waiting, testConfig, delivery, router.WithRestorer(a.changelog()))
 		first, second := b.result(1), b.result(2)
 		if first.IntentID != "f-1" || first.Outcome != schemas.OutcomeAnswered {
@@ -135,8 +136,8 @@ func TestTimeoutsWaitForALaggingResponsesPartition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waiting := []*router.Record{{Topic: responses, Key: []byte("l-1"), Value: v, TimestampMs: t0.Add(200 * time.Millisecond).UnixMilli()}}
-		respTP := router.TopicPartition{Topic: responses}
+		waiting := []*port.Record{{Topic: responses, Key: []byte("l-1"), Value: v, TimestampMs: t0.Add(200 * time.Millisecond).UnixMilli()}}
+		respTP := port.TopicPartition{Topic: responses}
 		b := startWithStalled(t, respTP, waiting, router.WithRestorer(a.changelog()), delivery)
 		b.settle()             // the restore is done: l-1 is pending, on time
 		b.advance(time.Second) // l-1's deadline passes, its answer still unread
@@ -157,14 +158,14 @@ func TestTimeoutsWaitForALaggingResponsesPartition(t *testing.T) {
 
 // startWithStalled starts a router at t0 whose partition tp is stalled
 // (assigned, with records waiting, but not read yet).
-func startWithStalled(t *testing.T, tp router.TopicPartition, waiting []*router.Record, restorer router.Option, delivery string) *harness {
+func startWithStalled(t *testing.T, tp port.TopicPartition, waiting []*port.Record, restorer router.Option, delivery string) *harness {
 	t.Helper()
 	return startWithHook(t, t0, waiting, func(s *routertest.Source) { s.Stall(tp) }, testConfig, delivery, restorer)
 }
 
 func TestAbortedTransactionIsRedone(t *testing.T) {
 	h := start(t, testConfig, config.ExactlyOnce)
-	h.tx.FailCommits(&router.TxnError{Err: errors.New("coordinator moved"), Abortable: true})
+	h.tx.FailCommits(&port.TxnError{Err: errors.New("coordinator moved"), Abortable: true})
 	h.request("x-1", "echo", `{}`)
 	// The router aborts and rewinds to the committed offsets; Kafka then
 	// delivers the request again, which this test plays by pushing it again.
@@ -197,7 +198,7 @@ func TestAbortedTransactionIsRedone(t *testing.T) {
 // remembered as resolved, so the redo gives it its timeout event and result.
 func TestSendFailingMidEventLeavesNoGhostState(t *testing.T) {
 	h := start(t, testConfig, config.ExactlyOnce)
-	h.tx.FailProduce(timeoutsT, &router.TxnError{Err: errors.New("send failed"), Abortable: true})
+	h.tx.FailProduce(timeoutsT, &port.TxnError{Err: errors.New("send failed"), Abortable: true})
 	expired := &schemas.IntentRequest{IntentID: "g-1", IntentType: "echo", Payload: schemas.JSON(`{}`)}
 	h.push(requests, "g-1", expired, t0.Add(-time.Minute))
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Seeks() > 0 }); err != nil {
@@ -219,7 +220,7 @@ func TestSendFailingMidEventLeavesNoGhostState(t *testing.T) {
 
 func TestFatalTransactionErrorReplacesTheProducer(t *testing.T) {
 	h := start(t, testConfig, config.ExactlyOnce)
-	h.tx.FailCommits(&router.TxnError{Err: errors.New("fenced"), Fatal: true})
+	h.tx.FailCommits(&port.TxnError{Err: errors.New("fenced"), Fatal: true})
 	h.request("z-1", "echo", `{}`)
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Seeks() > 0 }); err != nil {
 		t.Fatal("no rewind after a fatal transaction error")
@@ -241,7 +242,7 @@ func TestMisroutedRecordsAreMoved(t *testing.T) {
 		}
 		h.request(key, "echo", `{}`) // pushed to partition 0, as kcat's default partitioner might
 		moved := h.wait(requests, 1)
-		if moved.Partition == nil || *moved.Partition != router.PartitionFor([]byte(key), 4) || !hasHeader(moved, router.HeaderMovedFrom, "0") {
+		if moved.Partition == nil || *moved.Partition != router.PartitionFor([]byte(key), 4) || !hasHeader(moved, port.HeaderMovedFrom, "0") {
 			t.Fatalf("moved record %+v", moved)
 		}
 		h.settle()
@@ -352,8 +353,8 @@ func TestLostAssignmentIsNeverCommitted(t *testing.T) {
 			t.Fatal("nothing was aborted after the assignment was lost")
 		}
 	}
-	h.src.Push(router.Revoked{{Topic: requests}, {Topic: responses}})
-	h.src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	h.src.Push(port.Revoked{{Topic: requests}, {Topic: responses}})
+	h.src.Push(port.Assigned{{Topic: requests}, {Topic: responses}})
 	h.settle()
 	if n := h.sink.Count(echoTopic); n != 0 {
 		t.Fatalf("a dispatch made after the assignment was lost was committed (%d)", n)
@@ -370,7 +371,7 @@ func TestLostAssignmentIsNeverCommitted(t *testing.T) {
 func TestTakeOverThatKeepsFailingIsFatal(t *testing.T) {
 	clock, _, done := runFailingTakeOver(t)
 	err := driveUntilRunReturns(t, clock, done, nil)
-	var fatal *router.FatalError
+	var fatal *port.FatalError
 	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "taking over partitions failed") {
 		t.Fatalf("Run returned %v, want a FatalError from the takeover", err)
 	}
@@ -389,7 +390,7 @@ func TestTakeOverGivesUpWhenTheAssignmentIsLost(t *testing.T) {
 			src.LoseAssignment()
 		}
 	})
-	var fatal *router.FatalError
+	var fatal *port.FatalError
 	if !errors.As(err, &fatal) || !strings.Contains(err.Error(), "lost them") {
 		t.Fatalf("Run returned %v, want a FatalError naming the lost assignment", err)
 	}
@@ -419,7 +420,7 @@ func runFailingTakeOver(t *testing.T) (*clockwork.FakeClock, *routertest.Source,
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	src.Push(port.Assigned{{Topic: requests}, {Topic: responses}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	done := make(chan error, 1)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -28,8 +29,8 @@ type options struct {
 	drainTimeout time.Duration
 	queue        int
 	queueBytes   int64
-	restorer     Restorer
-	feed         FallbackFeed
+	restorer     port.Restorer
+	feed         port.FallbackFeed
 	commitClock  clockwork.Clock
 	rnd          *rand.Rand
 	contexts     ContextLookup
@@ -61,7 +62,7 @@ func WithQueueBytes(n int64) Option { return func(o *options) { o.queueBytes = n
 
 // WithRestorer sets where the router restores the pending intents of the
 // partitions it is assigned. Without one, it restores nothing.
-func WithRestorer(r Restorer) Option { return func(o *options) { o.restorer = r } }
+func WithRestorer(r port.Restorer) Option { return func(o *options) { o.restorer = r } }
 
 // WithCommitClock sets the clock that paces exactly_once commits (default:
 // the router's clock). Tests that drive deadlines with a fake clock let
@@ -74,18 +75,17 @@ func WithRand(r *rand.Rand) Option { return func(o *options) { o.rnd = r } }
 
 // WithFallbackFeed sets the reader of the shared fallback-cache topic.
 // Without one, the fallback cache holds only the answers this instance saw.
-func WithFallbackFeed(f FallbackFeed) Option { return func(o *options) { o.feed = f } }
+func WithFallbackFeed(f port.FallbackFeed) Option { return func(o *options) { o.feed = f } }
 
 // Router routes intents. Create it with New, start it with Run.
 type Router struct {
 	cfg    *config.Config
-	src    Source
-	sink   Sink
-	tx     TxSink // exactly_once only
+	src    port.Source
+	sink   port.Sink
+	d      delivery // exactly_once or at_least_once, chosen in New
 	opts   options
 	m      *metrics
 	engine *engine
-	tr     *tracker
 
 	events       chan any         // poll goroutine -> event loop
 	revokes      chan revokeReq   // the Source's revoke hook -> event loop
@@ -105,23 +105,8 @@ type Router struct {
 	closing      chan struct{} // closed when the loop has finished, before the Source closes
 
 	// Event-loop state.
-	inflight   int                      // at_least_once: outputs not yet acknowledged
-	assigned   map[TopicPartition]bool  // what this instance owns
-	positions  map[TopicPartition]int64 // exactly_once: next offset to read, per owned partition
-	txOpen     bool                     // exactly_once: a transaction holds outputs
-	txBytes    int64                    // exactly_once: the bytes of the open transaction's outputs
-	dirty      bool                     // exactly_once: positions moved since the last commit
-	lastCommit int64
-	// exactly_once: what the open transaction holds, for the batch-size
-	// histograms: records consumed and outputs produced since the last commit.
-	txRecords, txOutputs int
-	discarding           bool // exactly_once: after an abort, until the poll goroutine has rewound
-	// needDrop: exactly_once: a transaction failed during the current event;
-	// its work (and whatever the event did after the failure) is dropped
-	// once the event is handled (see settleFailure). dropFatal: the failure
-	// needs a new producer.
-	needDrop, dropFatal bool
-	partitions          int32
+	assigned   map[port.TopicPartition]bool // what this instance owns
+	partitions int32
 }
 
 // healthState says why the router is not healthy; err == nil when it is.
@@ -132,7 +117,7 @@ func (r *Router) setHealth(err error) { r.health.Store(&healthState{err}) }
 // revokeReq asks the event loop to commit (or, when lost, abort) and forget
 // partitions.
 type revokeReq struct {
-	tps  []TopicPartition
+	tps  []port.TopicPartition
 	lost bool
 	done chan struct{}
 }
@@ -140,9 +125,9 @@ type revokeReq struct {
 // restored is what the poll goroutine read for partitions just assigned (or,
 // after an abort, for every partition it owns).
 type restored struct {
-	tps       []TopicPartition
-	pending   map[int32][]PendingRecord
-	committed map[TopicPartition]int64
+	tps       []port.TopicPartition
+	pending   map[int32][]port.PendingRecord
+	committed map[port.TopicPartition]int64
 	took      time.Duration
 	rewind    bool
 }
@@ -150,7 +135,7 @@ type restored struct {
 // New builds a router over a Source and a Sink. The codec decodes what the
 // router reads and encodes what it writes. With delivery exactly_once the
 // sink must be a TxSink.
-func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts ...Option) (*Router, error) {
+func New(cfg *config.Config, codec *schemas.Codec, src port.Source, sink port.Sink, opts ...Option) (*Router, error) {
 	o := options{clock: clockwork.NewRealClock(), log: slog.Default(), reg: prometheus.NewRegistry(), drainTimeout: 10 * time.Second, queue: 4096, queueBytes: 32 << 20}
 	for _, opt := range opts {
 		opt(&o)
@@ -162,14 +147,11 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 		cfg: cfg, src: src, sink: sink, opts: o,
 		events: make(chan any, o.queue), revokes: make(chan revokeReq), reconfigs: make(chan reconfigReq), rewinds: make(chan struct{}, 1),
 		feed: make(chan *schemas.FallbackAnswer, 1024), stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}),
-		assigned: map[TopicPartition]bool{}, positions: map[TopicPartition]int64{}, partitions: int32(cfg.Topics.Partitions),
+		assigned: map[port.TopicPartition]bool{}, partitions: int32(cfg.Topics.Partitions),
 	}
-	if cfg.Router.Delivery == config.ExactlyOnce {
-		tx, ok := sink.(TxSink)
-		if !ok {
-			return nil, ErrNeedTxSink
-		}
-		r.tx = tx
+	tx, isTx := sink.(port.TxSink)
+	if cfg.Router.Delivery == config.ExactlyOnce && !isTx {
+		return nil, ErrNeedTxSink
 	}
 	m, err := newMetrics(o.reg)
 	if err != nil {
@@ -186,17 +168,21 @@ func New(cfg *config.Config, codec *schemas.Codec, src Source, sink Sink, opts .
 	}
 	e.contexts = o.contexts
 	e.trace = newIntentTracer(o.tracer)
-	r.tr = newTracker(r.storeOffset)
 	e.rnd = rand.Int64N
 	if o.rnd != nil {
 		e.rnd = o.rnd.Int64N
 	}
 	views := e.agentViews(o.clock.Now().UnixMilli())
 	r.agents.Store(&views)
-	e.emit = r.produce
 	e.failed = r.fail
-	e.owns = func(p int32) bool { return r.assigned[TopicPartition{cfg.Topics.Requests, p}] }
+	e.owns = func(p int32) bool { return r.assigned[port.TopicPartition{Topic: cfg.Topics.Requests, Partition: p}] }
 	r.engine = e
+	if cfg.Router.Delivery == config.ExactlyOnce {
+		r.d = newExactlyOnce(r, tx)
+	} else {
+		r.d = newAtLeastOnce(r)
+	}
+	e.emit = r.d.produce
 	src.OnRevoke(r.onRevoke)
 	return r, nil
 }
@@ -264,7 +250,7 @@ func (r *Router) Run(ctx context.Context) error {
 			close(req.done)
 		}
 	}
-	r.finish()
+	r.d.finish()
 	r.setHealth(ErrStopped)
 	close(r.closing) // closing the Source revokes: nothing is left to commit
 	if cerr := r.src.Close(); cerr != nil && err == nil {
@@ -295,12 +281,8 @@ func (r *Router) Shutdown(ctx context.Context) error {
 func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 	ticker := r.opts.clock.NewTicker(r.cfg.Router.Tick.D())
 	defer ticker.Stop()
-	var commits <-chan time.Time
-	if r.tx != nil && r.opts.commitClock != nil {
-		t := r.opts.commitClock.NewTicker(r.cfg.Router.CommitInterval.D())
-		defer t.Stop()
-		commits = t.Chan()
-	}
+	commits, stopCommits := r.d.commitTicks()
+	defer stopCommits()
 	acks := r.sink.Acks()
 	for {
 		select {
@@ -321,7 +303,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 				r.handle(<-r.events)
 			}
 		case a := <-acks:
-			r.ack(a)
+			r.d.ack(a)
 		case req := <-r.revokes:
 			r.revoke(req.tps, req.lost)
 			close(req.done)
@@ -339,25 +321,25 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 			}
 			r.onTick()
 		case <-commits:
-			r.commit()
+			r.d.commit()
 		}
-		r.groupCommit()
+		r.d.groupCommit()
 	}
 }
 
 func (r *Router) handle(ev any) {
 	now := r.opts.clock.Now().UnixMilli()
 	switch ev := ev.(type) {
-	case *Record:
+	case *port.Record:
 		// Counted as queued while it is handled, until a request's bytes
 		// are published as pending: the poll goroutine weighs both against
 		// max_pending_bytes and must see the record in one of them.
 		queued := recordBytes(ev)
 		defer func() { r.queuedBytes.Add(-queued) }()
-		if r.discarding {
+		if r.d.discarding() {
 			return // read before the rewind: it will be read again
 		}
-		tp := TopicPartition{ev.Topic, ev.Partition}
+		tp := port.TopicPartition{Topic: ev.Topic, Partition: ev.Partition}
 		if !r.assigned[tp] {
 			// Polled before its partition was revoked (the revoke can
 			// overtake records still queued for this loop): the partition's
@@ -367,14 +349,7 @@ func (r *Router) handle(ev any) {
 			r.m.revokedSkipped.Inc()
 			return
 		}
-		var t *track
-		if r.tx == nil {
-			t = r.tr.begin(tp, ev.Offset)
-		} else {
-			r.positions[tp] = ev.Offset + 1
-			r.dirty = true
-			r.txRecords++
-		}
+		t := r.d.begin(tp, ev.Offset)
 		switch {
 		case r.misrouted(ev):
 			r.forward(ev, t)
@@ -388,10 +363,7 @@ func (r *Router) handle(ev any) {
 			r.engine.onResponse(ev, t, now)
 		}
 		r.engine.flush(now)
-		r.tr.release(t)
-		if r.txBytes >= maxTxBytes {
-			r.commit()
-		}
+		r.d.handled(t)
 		if !ev.PolledAt.IsZero() {
 			o := r.m.responseSeconds
 			if ev.Topic == r.cfg.Topics.Requests {
@@ -399,28 +371,23 @@ func (r *Router) handle(ev any) {
 			}
 			o.Observe(r.opts.clock.Since(ev.PolledAt).Seconds())
 		}
-	case EndOfPartition:
-		if ev.Topic == r.cfg.Topics.Responses && !r.discarding && r.assigned[TopicPartition(ev)] {
+	case port.EndOfPartition:
+		if ev.Topic == r.cfg.Topics.Responses && !r.d.discarding() && r.assigned[port.TopicPartition(ev)] {
 			r.engine.readToEnd(ev.Partition, now)
 		}
 	case *restored:
 		r.applyRestore(ev, now)
 		r.engine.flush(now)
 	}
-	r.settleFailure()
+	r.d.settle()
 }
 
 // applyRestore takes over the pending intents the poll goroutine read.
 func (r *Router) applyRestore(ev *restored, now int64) {
-	if ev.rewind {
-		r.discarding = false
-	}
+	r.d.restored(ev)
 	total, held := 0, 0
 	for _, tp := range ev.tps {
 		r.assigned[tp] = true
-		if off, ok := ev.committed[tp]; ok {
-			r.positions[tp] = off
-		}
 		if tp.Topic == r.cfg.Topics.Responses {
 			r.engine.takingOver(tp.Partition)
 		}
@@ -438,16 +405,16 @@ func (r *Router) applyRestore(ev *restored, now int64) {
 
 // misrouted reports whether a record sits on another partition than the
 // murmur2 hash of its key says (it was produced with another partitioner).
-func (r *Router) misrouted(rec *Record) bool {
+func (r *Router) misrouted(rec *port.Record) bool {
 	return len(rec.Key) > 0 && r.partitions > 0 && PartitionFor(rec.Key, r.partitions) != rec.Partition
 }
 
 // forward moves a misrouted record to the partition its key hashes to, where
 // the instance that owns the intent will read it.
-func (r *Router) forward(rec *Record, t *track) {
+func (r *Router) forward(rec *port.Record, t *track) {
 	p := PartitionFor(rec.Key, r.partitions)
-	h := append(append([]Header(nil), rec.Headers...), Header{HeaderMovedFrom, []byte(fmt.Sprint(rec.Partition))})
-	r.produce(&Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
+	h := append(append([]port.Header(nil), rec.Headers...), port.Header{Key: port.HeaderMovedFrom, Value: []byte(fmt.Sprint(rec.Partition))})
+	r.d.produce(&port.Output{Topic: rec.Topic, Partition: &p, Key: rec.Key, Value: rec.Value, Headers: h}, t)
 	r.m.moved.WithLabelValues(rec.Topic).Inc()
 }
 
@@ -460,14 +427,11 @@ func (r *Router) onTick() {
 		views := r.engine.agentViews(now)
 		r.agents.Store(&views)
 	}
-	if r.tx != nil && r.opts.commitClock == nil && now-r.lastCommit >= r.cfg.Router.CommitInterval.D().Milliseconds() {
-		r.commit()
-	}
+	r.d.tick(now)
 	r.m.pending.Set(float64(len(r.engine.pending)))
 	r.m.pendingBytes.Set(float64(r.engine.budget.total))
-	r.m.uncommitted.Set(float64(r.tr.lag()))
 	r.m.fallbackEntries.Set(float64(r.engine.cache.Len()))
-	r.settleFailure()
+	r.d.settle()
 	r.pressure()
 }
 
@@ -496,56 +460,10 @@ func (r *Router) pressure() {
 // take that long, and the router fell into abort, redo, abort.
 var maxTxBytes int64 = 16 << 20 // a var for tests (export_test.go)
 
-// produce hands o to the Sink (at_least_once: t, if not nil, waits for its
-// acknowledgement; o is its own delivery opaque) or to the open transaction
-// (exactly_once).
-func (r *Router) produce(o *Output, t *track) {
-	if r.tx != nil {
-		if r.discarding {
-			return // the transaction failed: this work is redone after the rewind
-		}
-		if !r.txOpen {
-			if err := r.begin(); err != nil {
-				r.txFailed(err)
-				return
-			}
-		}
-		if err := r.tx.Produce(o, nil); err != nil {
-			r.txFailed(err)
-		}
-		r.txBytes += int64(len(o.Key) + len(o.Value))
-		r.txOutputs++
-		return
-	}
-	t.hold()
-	o.t = t // o is its own delivery opaque (at_least_once)
-	r.inflight++
-	if err := r.sink.Produce(o, o); err != nil {
-		r.ack(Ack{Opaque: o, Err: err})
-	}
-}
-
-func (r *Router) ack(a Ack) {
-	d, ok := a.Opaque.(*Output)
-	if !ok {
-		if a.Err != nil { // exactly_once: the commit will fail and redo the work
-			r.m.deliveryFailed.Inc()
-		}
-		return
-	}
-	r.inflight--
-	if a.Err != nil {
-		r.m.deliveryFailed.Inc()
-		r.tr.fail(d.t)
-		r.fail(fmt.Errorf("router: delivery to %s failed: %w", d.Topic, a.Err))
-	}
-	r.tr.release(d.t)
-}
-
 // onRevoke runs in the poll goroutine, inside the Source's rebalance
 // handling: it waits until the loop has committed and forgotten the
 // partitions, so their next owner starts from this instance's last work.
-func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
+func (r *Router) onRevoke(tps []port.TopicPartition, lost bool) {
 	req := revokeReq{tps: tps, lost: lost, done: make(chan struct{})}
 	select {
 	case r.revokes <- req:
@@ -554,55 +472,16 @@ func (r *Router) onRevoke(tps []TopicPartition, lost bool) {
 	}
 }
 
-func (r *Router) revoke(tps []TopicPartition, lost bool) {
-	if r.tx != nil {
-		if lost {
-			r.abandon("partitions lost")
-		} else {
-			r.commit()
-		}
-	}
+func (r *Router) revoke(tps []port.TopicPartition, lost bool) {
+	r.d.revoke(tps, lost)
 	forgot := 0
 	for _, tp := range tps {
-		r.tr.revoke(tp)
 		delete(r.assigned, tp)
-		delete(r.positions, tp)
 		if tp.Topic == r.cfg.Topics.Requests {
 			forgot += r.engine.forgetPartition(tp.Partition)
 		}
 	}
 	r.opts.log.Info("partitions revoked", "partitions", len(tps), "pending_handed_over", forgot)
-}
-
-// finish commits the last transaction (exactly_once) or waits for
-// outstanding acknowledgements (at_least_once) after the loop stopped.
-func (r *Router) finish() {
-	if r.tx != nil {
-		if !r.discarding {
-			r.commit()
-		}
-		return
-	}
-	if r.inflight == 0 {
-		return
-	}
-	deadline := r.opts.clock.After(r.opts.drainTimeout)
-	acks := r.sink.Acks()
-	for r.inflight > 0 {
-		select {
-		case a := <-acks:
-			r.ack(a)
-		case <-deadline:
-			r.opts.log.Warn("stopped before the broker acknowledged every output; their records stay uncommitted", "outstanding", r.inflight)
-			return
-		}
-	}
-}
-
-func (r *Router) storeOffset(tp TopicPartition, next int64) {
-	if err := r.src.StoreOffset(tp, next); err != nil {
-		r.opts.log.Debug("storing an offset", "topic", tp.Topic, "partition", tp.Partition, "offset", next, "error", err)
-	}
 }
 
 func (r *Router) fail(err error) {

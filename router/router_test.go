@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -85,13 +86,13 @@ func startAt(t testing.TB, at time.Time, yaml, delivery string, opts ...router.O
 
 // startWith starts a router whose fake clock reads at, with records already
 // waiting in its partitions when they are assigned.
-func startWith(t testing.TB, at time.Time, waiting []*router.Record, yaml, delivery string, opts ...router.Option) *harness {
+func startWith(t testing.TB, at time.Time, waiting []*port.Record, yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	return startWithHook(t, at, waiting, nil, yaml, delivery, opts...)
 }
 
 // startWithHook is startWith with a hook that prepares the source first.
-func startWithHook(t testing.TB, at time.Time, waiting []*router.Record, prepare func(*routertest.Source), yaml, delivery string, opts ...router.Option) *harness {
+func startWithHook(t testing.TB, at time.Time, waiting []*port.Record, prepare func(*routertest.Source), yaml, delivery string, opts ...router.Option) *harness {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
 	if err != nil {
@@ -104,7 +105,7 @@ func startWithHook(t testing.TB, at time.Time, waiting []*router.Record, prepare
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	h := &harness{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(at), src: routertest.NewSource(), codec: codec, reg: prometheus.NewRegistry(), offset: map[string]int64{}}
-	var sink router.Sink
+	var sink port.Sink
 	if delivery == config.ExactlyOnce {
 		h.tx = routertest.NewTxSink(h.src)
 		h.sink, sink = h.tx.Sink, h.tx
@@ -123,7 +124,7 @@ func startWithHook(t testing.TB, at time.Time, waiting []*router.Record, prepare
 	if prepare != nil {
 		prepare(h.src)
 	}
-	evs := []any{router.Assigned{{Topic: requests}, {Topic: responses}}}
+	evs := []any{port.Assigned{{Topic: requests}, {Topic: responses}}}
 	for _, r := range waiting {
 		evs = append(evs, r)
 		h.offset[r.Topic]++
@@ -162,7 +163,7 @@ func (h *harness) pushRaw(topic, key string, value []byte, ts ...time.Time) int6
 	}
 	off := h.offset[topic]
 	h.offset[topic]++
-	h.src.Push(&router.Record{Topic: topic, Partition: 0, Offset: off, Key: []byte(key), Value: value, TimestampMs: stamp.UnixMilli()})
+	h.src.Push(&port.Record{Topic: topic, Partition: 0, Offset: off, Key: []byte(key), Value: value, TimestampMs: stamp.UnixMilli()})
 	return off
 }
 
@@ -180,7 +181,7 @@ func (h *harness) answer(id, agent, answer string) int64 {
 }
 
 // wait returns the n-th output (1-based) of topic, waiting for it.
-func (h *harness) wait(topic string, n int) router.Output {
+func (h *harness) wait(topic string, n int) port.Output {
 	h.t.Helper()
 	outs, err := h.sink.WaitFor(h.ctx, topic, n)
 	if err != nil {
@@ -330,10 +331,10 @@ func testAnsweredRoundTrip(t *testing.T, delivery string) {
 	}
 	// Both records are done once the result is acknowledged.
 	err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool {
-		return s.Stored(router.TopicPartition{Topic: requests}) == 1 && s.Stored(router.TopicPartition{Topic: responses}) == 1
+		return s.Stored(port.TopicPartition{Topic: requests}) == 1 && s.Stored(port.TopicPartition{Topic: responses}) == 1
 	})
 	if err != nil {
-		t.Fatalf("offsets not stored: requests=%d responses=%d", h.src.Stored(router.TopicPartition{Topic: requests}), h.src.Stored(router.TopicPartition{Topic: responses}))
+		t.Fatalf("offsets not stored: requests=%d responses=%d", h.src.Stored(port.TopicPartition{Topic: requests}), h.src.Stored(port.TopicPartition{Topic: responses}))
 	}
 	if got := h.counter("switchboard_intents_resolved_total", "intent_type", "echo", "outcome", "answered"); got != 1 {
 		t.Fatalf("resolved metric = %v", got)
@@ -482,8 +483,8 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 	for _, x := range dl.Headers {
 		hdr[x.Key] = string(x.Value)
 	}
-	if hdr[router.HeaderOriginalTopic] != requests || hdr[router.HeaderOriginalOffset] != strconv.FormatInt(off, 10) ||
-		hdr[router.HeaderOriginalPartition] != "0" || hdr[router.HeaderErrorClass] == "" || hdr[router.HeaderErrorMessage] == "" {
+	if hdr[port.HeaderOriginalTopic] != requests || hdr[port.HeaderOriginalOffset] != strconv.FormatInt(off, 10) ||
+		hdr[port.HeaderOriginalPartition] != "0" || hdr[port.HeaderErrorClass] == "" || hdr[port.HeaderErrorMessage] == "" {
 		t.Fatalf("dead-letter headers %v", hdr)
 	}
 	if string(dl.Value) != `{"intent_id":"m-1","intent_type":` || string(dl.Key) != "m-1" {
@@ -491,13 +492,13 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 	}
 	// The id was readable from the key: the caller hears why.
 	res := h.result(1)
-	if res.IntentID != "m-1" || res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != hdr[router.HeaderErrorClass] {
+	if res.IntentID != "m-1" || res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != hdr[port.HeaderErrorClass] {
 		t.Fatalf("rejection %+v", res)
 	}
 
 	h.request("u-1", "teleport", `{}`)
 	dl = h.wait(dlq, 2)
-	if !hasHeader(dl, router.HeaderErrorClass, router.ClassUnroutable) {
+	if !hasHeader(dl, port.HeaderErrorClass, router.ClassUnroutable) {
 		t.Fatalf("unroutable class missing: %v", dl.Headers)
 	}
 	if res := h.result(2); res.IntentID != "u-1" || res.Outcome != schemas.OutcomeRejected || !strings.Contains(res.Error.Message, "teleport") {
@@ -505,7 +506,7 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 	}
 
 	h.request("v-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.TimeoutMs = schemas.Ptr(int64(-5)) })
-	if dl := h.wait(dlq, 3); !hasHeader(dl, router.HeaderErrorClass, router.ClassInvalidIntent) {
+	if dl := h.wait(dlq, 3); !hasHeader(dl, port.HeaderErrorClass, router.ClassInvalidIntent) {
 		t.Fatalf("invalid intent class missing: %v", dl.Headers)
 	}
 	if res := h.result(3); !strings.Contains(res.Error.Message, "timeout_ms") {
@@ -513,7 +514,7 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 	}
 
 	h.pushRaw(responses, "x", []byte("\x00\x00\x00\x00\x07garbage"))
-	if dl := h.wait(dlq, 4); !hasHeader(dl, router.HeaderOriginalTopic, responses) {
+	if dl := h.wait(dlq, 4); !hasHeader(dl, port.HeaderOriginalTopic, responses) {
 		t.Fatalf("bad response not dead-lettered: %v", dl.Headers)
 	}
 
@@ -524,7 +525,7 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 		t.Fatalf("not ready after bad input: %v", err)
 	}
 	// The bad records' offsets advance.
-	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(router.TopicPartition{Topic: responses}) == 1 }); err != nil {
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(port.TopicPartition{Topic: responses}) == 1 }); err != nil {
 		t.Fatal("dead-lettered response offset not stored")
 	}
 }
@@ -535,7 +536,7 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 // tombstone are.
 func TestOffsetsWaitForAcknowledgement(t *testing.T) {
 	h := start(t, testConfig, config.AtLeastOnce)
-	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
+	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
 	h.sink.Hold()
 	h.request("o-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
@@ -581,7 +582,7 @@ func TestFailedDeliveryIsNeverCommitted(t *testing.T) {
 	h.answer("x-1", "echo", `{}`)
 	h.result(1)
 	h.settle()
-	if got := h.src.Stored(router.TopicPartition{Topic: requests}); got != -1 {
+	if got := h.src.Stored(port.TopicPartition{Topic: requests}); got != -1 {
 		t.Fatalf("offset %d stored past an undelivered dispatch", got)
 	}
 }
@@ -590,8 +591,8 @@ func TestPendingBoundPausesRequestsOnly(t *testing.T) { both(t, testPendingBound
 
 func testPendingBoundPausesRequestsOnly(t *testing.T, delivery string) {
 	h := start(t, testConfig, delivery) // max_pending: 3
-	reqTP, respTP := router.TopicPartition{Topic: requests}, router.TopicPartition{Topic: responses}
-	h.src.Push(router.Assigned{reqTP, respTP})
+	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
+	h.src.Push(port.Assigned{reqTP, respTP})
 	for i := range 3 {
 		h.request("b-"+strconv.Itoa(i), "echo", `{}`)
 	}
@@ -621,7 +622,7 @@ func testRevokedPartitionsForgetTheirPendingIntents(t *testing.T, delivery strin
 	h := start(t, testConfig, delivery)
 	h.request("r-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
-	h.src.Push(router.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
+	h.src.Push(port.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
 	h.settleRevoked()
 	h.advance(3 * time.Second)
 	h.settleRevoked()
@@ -656,11 +657,11 @@ func testTraceparentTravelsAsAHeader(t *testing.T, delivery string) {
 	h := start(t, testConfig, delivery)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	h.request("t-1", "echo", `{}`, func(r *schemas.IntentRequest) { r.Traceparent = &tp })
-	if !hasHeader(h.wait(echoTopic, 1), router.HeaderTraceparent, tp) {
+	if !hasHeader(h.wait(echoTopic, 1), port.HeaderTraceparent, tp) {
 		t.Fatal("dispatch lacks traceparent")
 	}
 	h.answer("t-1", "echo", `{}`)
-	if !hasHeader(h.wait(results, 1), router.HeaderTraceparent, tp) {
+	if !hasHeader(h.wait(results, 1), port.HeaderTraceparent, tp) {
 		t.Fatal("result lacks traceparent")
 	}
 }
@@ -682,7 +683,7 @@ func testAgentErrorResolvesAgentError(t *testing.T, delivery string) {
 	}
 }
 
-func hasHeader(o router.Output, k, v string) bool {
+func hasHeader(o port.Output, k, v string) bool {
 	for _, h := range o.Headers {
 		if h.Key == k && string(h.Value) == v {
 			return true
@@ -747,14 +748,14 @@ func testRecordsReadBeforeARevokeAreSkipped(t *testing.T, delivery string) {
 	}
 	h.request("queued", "echo", `{}`) // fills the loop's queue of 1
 	h.request("late", "echo", `{}`)   // stays with the poll goroutine
-	h.src.Push(router.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
+	h.src.Push(port.Revoked{{Topic: requests, Partition: 0}, {Topic: responses, Partition: 0}})
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
 		t.Fatal("the source was not read to its end")
 	}
 	h.sink.Unblock()
 	// Assigned again, as after the rebalance: the marker settle sends is
 	// then handled, and everything pushed before it was.
-	h.src.Push(router.Assigned{{Topic: requests}, {Topic: responses}})
+	h.src.Push(port.Assigned{{Topic: requests}, {Topic: responses}})
 	h.settle()
 	for _, o := range h.sink.Outputs(echoTopic) {
 		if string(o.Key) == "late" {

@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -139,7 +140,7 @@ func testResponseFromTheWrongAgentIsNotCredited(t *testing.T, delivery string) {
 	h.wait(echoTopic, 1)
 	h.answer("w-1", "slow", `{"forged":true}`)
 	dl := h.wait(dlq, 1)
-	if !hasHeader(dl, router.HeaderErrorClass, router.ClassInvalidResponse) {
+	if !hasHeader(dl, port.HeaderErrorClass, router.ClassInvalidResponse) {
 		t.Fatalf("the forged response is not dead-lettered invalid_response: %v", dl.Headers)
 	}
 	if got := h.counter("switchboard_responses_invalid_total", "reason", "agent"); got != 1 {
@@ -313,7 +314,7 @@ func TestRestoredRecordKeepsItsChangelogKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.sink.Produce(&router.Output{Topic: pendingT, Key: []byte("old-1"), Value: v}, nil); err != nil {
+	if err := a.sink.Produce(&port.Output{Topic: pendingT, Key: []byte("old-1"), Value: v}, nil); err != nil {
 		t.Fatal(err)
 	}
 	a.stop()
@@ -381,9 +382,9 @@ func TestReplayedRequestSupersedesItsRejection(t *testing.T) {
 		}
 		off := h.offset[requests]
 		h.offset[requests]++
-		h.src.Push(&router.Record{
+		h.src.Push(&port.Record{
 			Topic: requests, Offset: off, Key: []byte(id), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
-			Headers: []router.Header{{Key: router.HeaderReplayedFrom, Value: []byte("mcp.intent.dlq/0/0")}},
+			Headers: []port.Header{{Key: port.HeaderReplayedFrom, Value: []byte("mcp.intent.dlq/0/0")}},
 		})
 	}
 	replay("r-1")

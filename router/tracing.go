@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -73,7 +74,7 @@ func parentOf(tp *string) context.Context {
 // received starts p's intent span. An intent that came with no traceparent
 // gets the span's, when it is sampled, so that its records and its result
 // carry the new trace.
-func (tr *intentTracer) received(p *pending, rec *Record) {
+func (tr *intentTracer) received(p *pending, rec *port.Record) {
 	if tr == nil {
 		return
 	}
@@ -150,7 +151,7 @@ func (s *intentSpans) endAttempt(nowMs int64, code codes.Code, why string) {
 // (current): a span from when the agent produced it to when the router read
 // it, a child of the agent's own span when the response carries its
 // traceparent. Progress and stale responses make no span.
-func (tr *intentTracer) responded(p *pending, resp *schemas.AgentResponse, rec *Record, current bool, nowMs int64) {
+func (tr *intentTracer) responded(p *pending, resp *schemas.AgentResponse, rec *port.Record, current bool, nowMs int64) {
 	if tr == nil || resp.Status == schemas.StatusProgress || (resp.Status == schemas.StatusError && !current) {
 		return
 	}
@@ -237,9 +238,9 @@ func traceIDOf(p *pending) *string {
 }
 
 // traceparentOf reads a record's traceparent header.
-func traceparentOf(rec *Record) (trace.SpanContext, bool) {
+func traceparentOf(rec *port.Record) (trace.SpanContext, bool) {
 	for _, h := range rec.Headers {
-		if h.Key == HeaderTraceparent {
+		if h.Key == port.HeaderTraceparent {
 			return telemetry.Parse(string(h.Value))
 		}
 	}
@@ -254,11 +255,11 @@ func deref(s *string) string {
 }
 
 // traceHeaders are the headers of a record that carries traceparent tp.
-func traceHeaders(tp *string) []Header {
+func traceHeaders(tp *string) []port.Header {
 	if tp == nil {
 		return nil
 	}
-	return []Header{{HeaderTraceparent, []byte(*tp)}}
+	return []port.Header{{Key: port.HeaderTraceparent, Value: []byte(*tp)}}
 }
 
 // WithTracerProvider makes the router trace each intent (see tracing.go's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -87,9 +88,9 @@ func testTracingAnswered(t *testing.T, delivery string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.src.Push(&router.Record{
+	h.src.Push(&port.Record{
 		Topic: responses, Key: []byte("i-1"), Value: v, TimestampMs: h.clock.Now().UnixMilli(),
-		Headers: []router.Header{{Key: router.HeaderTraceparent, Value: []byte(agentTP)}},
+		Headers: []port.Header{{Key: port.HeaderTraceparent, Value: []byte(agentTP)}},
 	})
 	res := h.result(1)
 	if res.Timeline.TraceID == nil || *res.Timeline.TraceID != callerTrace {

@@ -1,5 +1,7 @@
 package router
 
+import "github.com/switchboard-mcp/switchboard/router/port"
+
 // Offset tracking for at_least_once. Each consumed record gets a track; every
 // output it causes, and every hold (a request waiting for its intent to
 // resolve), counts against it. When a track's count reaches zero the record is
@@ -22,7 +24,7 @@ func (t *track) hold() {
 }
 
 type partitionTrack struct {
-	tp      TopicPartition
+	tp      port.TopicPartition
 	queue   []*track // in offset order; queue[head:] are live
 	head    int
 	stored  int64 // the last offset stored, -1 before any
@@ -30,17 +32,17 @@ type partitionTrack struct {
 }
 
 type tracker struct {
-	parts map[TopicPartition]*partitionTrack
-	store func(tp TopicPartition, next int64)
+	parts map[port.TopicPartition]*partitionTrack
+	store func(tp port.TopicPartition, next int64)
 }
 
-func newTracker(store func(TopicPartition, int64)) *tracker {
-	return &tracker{parts: map[TopicPartition]*partitionTrack{}, store: store}
+func newTracker(store func(port.TopicPartition, int64)) *tracker {
+	return &tracker{parts: map[port.TopicPartition]*partitionTrack{}, store: store}
 }
 
 // begin starts tracking a record. The caller holds it (remaining = 1) until
 // it calls release after handing the record to the engine.
-func (tr *tracker) begin(tp TopicPartition, offset int64) *track {
+func (tr *tracker) begin(tp port.TopicPartition, offset int64) *track {
 	p := tr.parts[tp]
 	if p == nil {
 		p = &partitionTrack{tp: tp, stored: -1}
@@ -97,7 +99,7 @@ func (tr *tracker) fail(t *track) {
 }
 
 // revoke forgets a partition; late acknowledgements for it are ignored.
-func (tr *tracker) revoke(tp TopicPartition) {
+func (tr *tracker) revoke(tp port.TopicPartition) {
 	if p := tr.parts[tp]; p != nil {
 		p.revoked = true
 		delete(tr.parts, tp)

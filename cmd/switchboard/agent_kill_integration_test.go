@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -159,7 +159,7 @@ func awaitAnswers(ctx context.Context, t *testing.T, s kafkaio.Settings, topic s
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	found := errors.New("found")
-	err := kafkaio.Tail(ctx, s, topic, true, nil, func(rec *router.Record) error {
+	err := kafkaio.Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
 		delete(want, string(rec.Key))
 		if len(want) == 0 {
 			return found

@@ -21,8 +21,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 func randomHex(n int) string {
@@ -136,7 +136,7 @@ func watchTopic(ctx context.Context, bootstrap, topic string) *liveCounts {
 	lc := &liveCounts{keys: map[string]int{}, first: map[string]int64{}, done: make(chan struct{})}
 	go func() {
 		defer close(lc.done)
-		err := kafkaio.Tail(ctx, kafkaio.Settings{Bootstrap: bootstrap}, topic, true, nil, func(rec *router.Record) error {
+		err := kafkaio.Tail(ctx, kafkaio.Settings{Bootstrap: bootstrap}, topic, true, nil, func(rec *port.Record) error {
 			at := time.Now().UnixMilli()
 			lc.mu.Lock()
 			if lc.keys[string(rec.Key)] == 0 {

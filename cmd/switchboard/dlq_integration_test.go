@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/deadletter"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -197,7 +197,7 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 	found := errors.New("found")
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
-	err = kafkaio.Tail(wctx, s, results, true, nil, func(rec *router.Record) error {
+	err = kafkaio.Tail(wctx, s, results, true, nil, func(rec *port.Record) error {
 		var r schemas.IntentResult
 		if string(rec.Key) != id || codec.Decode(rec.Value, &r) != nil {
 			return nil
@@ -221,8 +221,8 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 
 	// The copy on the requests topic says where it came from and carries
 	// none of the dead-letter headers.
-	var copyHeaders []router.Header
-	err = kafkaio.Tail(wctx, s, requests, true, nil, func(rec *router.Record) error {
+	var copyHeaders []port.Header
+	err = kafkaio.Tail(wctx, s, requests, true, nil, func(rec *port.Record) error {
 		for _, h := range rec.Headers {
 			if h.Key == deadletter.HeaderReplayedFrom {
 				copyHeaders = rec.Headers

@@ -11,9 +11,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/api/lookup"
 	"github.com/switchboard-mcp/switchboard/intents/payload"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -81,7 +81,7 @@ func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicSt
 }
 
 func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
-	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *router.Record) error {
+	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *port.Record) error {
 		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 	}, h.EOF, h.Idle)
 }
@@ -90,7 +90,7 @@ func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO,
 
 // decode turns a record of any of the topics into an api.Record; an
 // undecodable one has no record (its position still counts).
-func (f *resultsFeed) decode(rec *router.Record) api.Record {
+func (f *resultsFeed) decode(rec *port.Record) api.Record {
 	out := api.Record{Partition: rec.Partition, Offset: rec.Offset, Stream: api.StreamResults}
 	var err error
 	switch rec.Topic {
@@ -132,7 +132,7 @@ func (f *resultsFeed) Replay(ctx context.Context, from, to api.Position, fn func
 	err := kafkaio.ReadRange(ctx, f.kafka,
 		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress},
 		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress},
-		func(rec *router.Record) error { return fn(f.decode(rec)) })
+		func(rec *port.Record) error { return fn(f.decode(rec)) })
 	if errors.Is(err, kafkaio.ErrOffsetOutOfRange) {
 		return fmt.Errorf("%w: %v", api.ErrCursorExpired, err)
 	}

@@ -27,8 +27,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -362,7 +362,7 @@ func readTopic[T any](ctx context.Context, t *testing.T, bootstrap, topic string
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	err = kafkaio.FollowFrom(rctx, s, kafkaio.Offsets{topic: from},
-		func(r *router.Record) error {
+		func(r *port.Record) error {
 			v := new(T)
 			if err := codec.Decode(r.Value, any(v).(schemas.Record)); err != nil {
 				return err

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/router/lag"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -68,21 +69,21 @@ func (n *node) newRouter() error {
 	n.routerMu.Lock()
 	defer n.routerMu.Unlock()
 	cfg := n.current()
-	src, sink, ropts, instanceID, err := kafkaio.RouterParts(context.Background(), n.kafka, cfg, n.codec)
+	parts, err := kafkaio.RouterParts(context.Background(), n.kafka, cfg, n.codec)
 	if err != nil {
 		return err
 	}
-	n.instanceID = instanceID
-	if ks, ok := src.(*kafkaio.Source); ok {
+	n.instanceID = parts.InstanceID
+	if ks, ok := parts.Source.(*kafkaio.Source); ok {
 		ks.OnConsumerStats(n.ownLag.Observe)
 	}
 	reg := prometheus.NewRegistry()
-	ropts = append(ropts, router.WithLogger(n.log.With("instance", instanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
+	r, err := router.New(cfg, n.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
+		router.WithLogger(n.log.With("instance", parts.InstanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
 		router.WithTracerProvider(n.tracerProvider()))
-	r, err := router.New(cfg, n.codec, src, sink, ropts...)
 	if err != nil {
-		_ = src.Close()
-		_ = sink.Close()
+		_ = parts.Source.Close()
+		_ = parts.Sink.Close()
 		return err
 	}
 	n.routerReg.Store(reg)
@@ -100,7 +101,7 @@ func (n *node) runRouter(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		var fatal *router.FatalError
+		var fatal *port.FatalError
 		if !errors.As(err, &fatal) {
 			return err
 		}

@@ -28,9 +28,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // secureCluster is what kafka.sh cluster up --secure printed.
@@ -245,7 +245,7 @@ func TestSecureClusterApacheKafka(t *testing.T) {
 	}
 	aS := cl.settings("agent-a", users["agent-a"], cl.ca)
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-	err = kafkaio.Consume(rctx, aS, prefix+".agent.a", []string{topicB}, func(*router.Record) error { return nil })
+	err = kafkaio.Consume(rctx, aS, prefix+".agent.a", []string{topicB}, func(*port.Record) error { return nil })
 	rcancel()
 	t.Logf("agent-a consuming b's topic in its own group: %v", err)
 	wantLine(t, "agent-a consuming b's topic in its own group", err, kafkaio.ErrNotAuthorized,

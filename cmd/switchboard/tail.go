@@ -12,8 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -71,7 +71,7 @@ trying, and says so once; --give-up makes it exit instead.`, `  switchboard tail
 	w := startWatch(ctx, stderr, *giveUp, fmt.Sprintf("cannot read %s at %s (is Kafka running there, and does the topic exist?)", name, cfg.Kafka.BootstrapServers))
 	err = kafkaio.Tail(w.ctx, c.settings(cfg, "switchboard-tail"), name, *fromBeginning, func() {
 		w.reading(fmt.Sprintf("reading %s from %s at %s (Ctrl-C to stop)", name, map[bool]string{true: "the beginning", false: "the end"}[*fromBeginning], cfg.Kafka.BootstrapServers))
-	}, func(rec *router.Record) error {
+	}, func(rec *port.Record) error {
 		switch kind {
 		case "results":
 			var r schemas.IntentResult
@@ -118,8 +118,8 @@ trying, and says so once; --give-up makes it exit instead.`, `  switchboard tail
 				return enc.Encode(map[string]any{"headers": h, "key": string(rec.Key), "value": string(rec.Value)})
 			}
 			_, err := fmt.Fprintf(stdout, "%s  %s[%s]@%s  %s: %s\n    value: %s\n", stamp(rec),
-				h[router.HeaderOriginalTopic], h[router.HeaderOriginalPartition], h[router.HeaderOriginalOffset],
-				h[router.HeaderErrorClass], h[router.HeaderErrorMessage], clip(printable(rec.Value), 200))
+				h[port.HeaderOriginalTopic], h[port.HeaderOriginalPartition], h[port.HeaderOriginalOffset],
+				h[port.HeaderErrorClass], h[port.HeaderErrorMessage], clip(printable(rec.Value), 200))
 			return err
 		default:
 			return printRaw(stdout, rec, nil)
@@ -131,7 +131,7 @@ trying, and says so once; --give-up makes it exit instead.`, `  switchboard tail
 	return err
 }
 
-func printRaw(w io.Writer, rec *router.Record, err error) error {
+func printRaw(w io.Writer, rec *port.Record, err error) error {
 	note := ""
 	if err != nil {
 		note = "  (" + err.Error() + ")"
@@ -140,7 +140,7 @@ func printRaw(w io.Writer, rec *router.Record, err error) error {
 	return werr
 }
 
-func stamp(rec *router.Record) string {
+func stamp(rec *port.Record) string {
 	return time.UnixMilli(rec.TimestampMs).Format("15:04:05.000")
 }
 

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -147,7 +147,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	readDone := make(chan struct{}) // closed once Read has returned: the reader is the stop's alone
 	go func() {
 		defer close(readDone)
-		readErr = r.Read(ctx, func(rec *router.Record, done func()) error {
+		readErr = r.Read(ctx, func(rec *port.Record, done func()) error {
 			a.take(ctx, rec, done, &wg, slots, waiting)
 			return nil
 		})
@@ -187,7 +187,7 @@ const stopTimeout = 20 * time.Second
 // it is known that no answer is due (cancelled, ErrNoAnswer). A request
 // whose handler the agent's stop interrupted is never done: it is read again
 // after a restart.
-func (a *Agent) take(ctx context.Context, rec *router.Record, done func(), wg *sync.WaitGroup, slots, waiting chan struct{}) {
+func (a *Agent) take(ctx context.Context, rec *port.Record, done func(), wg *sync.WaitGroup, slots, waiting chan struct{}) {
 	if kind, ok := rec.Header(intents.HeaderControl); ok {
 		a.control(string(kind), rec)
 		done()
@@ -234,7 +234,7 @@ func (a *Agent) take(ctx context.Context, rec *router.Record, done func(), wg *s
 
 // control handles a control record: a cancel notice cancels the intent's
 // calls in hand; other kinds are not for agents.
-func (a *Agent) control(kind string, rec *router.Record) {
+func (a *Agent) control(kind string, rec *port.Record) {
 	if kind != intents.ControlCancel {
 		a.cfg.Logger.Debug("agent: control record skipped", "agent", a.cfg.Name, "kind", kind, "offset", rec.Offset)
 		return

@@ -12,9 +12,9 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -77,7 +77,7 @@ func (b *agentBench) cancelNotice(id, reason string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	h := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	h := []port.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
 	if err := b.p.Send(b.ctx, b.requests, []byte(id), v, h, time.Time{}); err != nil {
 		b.t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (b *agentBench) responsesUntil(last string) []string {
 	b.t.Helper()
 	var seen []string
 	found := errors.New("found")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *router.Record) error {
+	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		if string(rec.Key) == last {
 			return found

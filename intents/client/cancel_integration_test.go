@@ -13,8 +13,8 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -105,7 +105,7 @@ func TestCancelRecordOnRealKafka(t *testing.T) {
 
 	// The record as any reader sees it.
 	found := errors.New("found")
-	err = kafkaio.Tail(ctx, s, topic, true, nil, func(rec *router.Record) error {
+	err = kafkaio.Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
 		if len(rec.Headers) == 0 {
 			return nil
 		}

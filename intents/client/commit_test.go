@@ -11,8 +11,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -70,7 +70,7 @@ func (b *agentBench) responsesWith(ids ...string) []string {
 		want[id] = true
 	}
 	found := errors.New("found")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *router.Record) error {
+	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		delete(want, string(rec.Key))
 		if len(want) == 0 {

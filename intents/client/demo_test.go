@@ -12,9 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -237,7 +237,7 @@ func TestAgentSendsNothingForErrNoAnswer(t *testing.T) {
 
 	var seen []string
 	found := errors.New("found")
-	err = kafkaio.Tail(ctx, s, responses, true, nil, func(rec *router.Record) error {
+	err = kafkaio.Tail(ctx, s, responses, true, nil, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		if string(rec.Key) == "answered" {
 			return found

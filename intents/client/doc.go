@@ -6,6 +6,9 @@
 // demo agents of 'switchboard dev' (DemoHandler, WriterHandler) are built on
 // it.
 //
+// It imports no engine package: records are router/port's, Kafka is
+// router/kafkaio's (TestImportsNoEngine keeps it so).
+//
 // Agents in other languages need none of this: they read AgentRequest records
 // from their topic and write AgentResponse records, keyed by the intent id, to
 // the responses topic, in JSON or Avro, echoing the request's tenant (see

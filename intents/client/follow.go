@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -40,7 +40,7 @@ func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resul
 			cancel()
 		}
 	}
-	err := kafkaio.FollowLive(tailCtx, s, []string{resultsTopic, progressTopic}, ready, func(rec *router.Record) error {
+	err := kafkaio.FollowLive(tailCtx, s, []string{resultsTopic, progressTopic}, ready, func(rec *port.Record) error {
 		if string(rec.Key) != intentID {
 			return nil
 		}

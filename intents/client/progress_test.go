@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -19,7 +19,7 @@ func (b *agentBench) responsesOf(want int) []*schemas.AgentResponse {
 	b.t.Helper()
 	var out []*schemas.AgentResponse
 	enough := errors.New("enough")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *router.Record) error {
+	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
 		var r schemas.AgentResponse
 		if err := b.codec.Decode(rec.Value, &r); err != nil {
 			return err

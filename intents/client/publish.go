@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -41,9 +41,9 @@ func (p *Publisher) Publish(ctx context.Context, req *schemas.IntentRequest) err
 	if err != nil {
 		return fmt.Errorf("client: encoding the intent: %w", err)
 	}
-	var headers []router.Header
+	var headers []port.Header
 	if req.Traceparent != nil {
-		headers = []router.Header{{Key: router.HeaderTraceparent, Value: []byte(*req.Traceparent)}}
+		headers = []port.Header{{Key: port.HeaderTraceparent, Value: []byte(*req.Traceparent)}}
 	}
 	return p.p.Send(ctx, p.topic, []byte(req.IntentID), value, headers, time.Time{})
 }
@@ -72,7 +72,7 @@ func (p *Publisher) PublishCancel(ctx context.Context, c intents.Cancel) error {
 	if err != nil {
 		return err
 	}
-	headers := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	headers := []port.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
 	return p.p.Send(ctx, p.topic, []byte(c.IntentID), value, headers, time.Time{})
 }
 
@@ -97,7 +97,7 @@ func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, result
 		if pubErr = publish(); pubErr != nil {
 			cancel()
 		}
-	}, func(rec *router.Record) error {
+	}, func(rec *port.Record) error {
 		if string(rec.Key) != intentID {
 			return nil
 		}

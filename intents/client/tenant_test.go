@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -49,7 +50,7 @@ func TestAgentEchoesTheTenantAndCancelsByTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	h := []port.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
 	if err := b.p.Send(b.ctx, b.requests, []byte("x-1"), v, h, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestAgentEchoesTheTenantAndCancelsByTenant(t *testing.T) {
 	close(release)
 	var tenants []*string
 	found := errors.New("found")
-	err = kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *router.Record) error {
+	err = kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
 		var resp schemas.AgentResponse
 		if err := b.codec.Decode(rec.Value, &resp); err != nil {
 			return err
@@ -136,11 +137,12 @@ router: {delivery: at_least_once}
 	var wg sync.WaitGroup
 	rctx, stop := context.WithCancel(ctx)
 	t.Cleanup(func() { stop(); wg.Wait() })
-	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, b.s, cfg, b.codec)
+	parts, err := kafkaio.RouterParts(ctx, b.s, cfg, b.codec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.New(cfg, b.codec, src, sink, append(ropts, router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
+	r, err := router.New(cfg, b.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
+		router.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ router: {delivery: at_least_once}
 	for _, run := range []func(context.Context) error{
 		r.Run, a.Run,
 		func(ctx context.Context) error {
-			return kafkaio.Tail(ctx, b.s, cfg.Topics.Results, true, func() { close(ready) }, func(rec *router.Record) error {
+			return kafkaio.Tail(ctx, b.s, cfg.Topics.Results, true, func() { close(ready) }, func(rec *port.Record) error {
 				var res schemas.IntentResult
 				if err := b.codec.Decode(rec.Value, &res); err != nil {
 					return err

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -58,11 +58,11 @@ func (a *Agent) startHandling(ctx context.Context, req *schemas.AgentRequest) (c
 }
 
 // headers are the response's headers: its traceparent.
-func (h handling) headers() []router.Header {
+func (h handling) headers() []port.Header {
 	if h.tp == nil {
 		return nil
 	}
-	return []router.Header{{Key: router.HeaderTraceparent, Value: []byte(*h.tp)}}
+	return []port.Header{{Key: port.HeaderTraceparent, Value: []byte(*h.tp)}}
 }
 
 // end ends the span with what the handler returned.

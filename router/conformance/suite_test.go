@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -153,7 +154,7 @@ func newEnvWith(t *testing.T, bootstrap string, avro bool, delivery, yamlFormat 
 		e.agents[name] = e.read(rctx, &wg, a.Topic)
 	}
 
-	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, e.kafka, cfg, e.codec)
+	parts, err := kafkaio.RouterParts(ctx, e.kafka, cfg, e.codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +167,9 @@ func newEnvWith(t *testing.T, bootstrap string, avro bool, delivery, yamlFormat 
 	if realClock {
 		clock = clockwork.NewRealClock()
 	}
-	ropts = append(ropts, router.WithClock(clock), router.WithCommitClock(clockwork.NewRealClock()),
+	r, err := router.New(cfg, e.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
+		router.WithClock(clock), router.WithCommitClock(clockwork.NewRealClock()),
 		router.WithRegisterer(e.reg), router.WithLogger(log))
-	r, err := router.New(cfg, e.codec, src, sink, ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func newEnvWith(t *testing.T, bootstrap string, avro bool, delivery, yamlFormat 
 // inbox collects the records of one topic as they arrive.
 type inbox struct {
 	mu    sync.Mutex
-	recs  []*router.Record
+	recs  []*port.Record
 	wake  chan struct{}
 	ready chan struct{}
 }
@@ -196,7 +197,7 @@ func (e *env) read(ctx context.Context, wg *sync.WaitGroup, topic string) *inbox
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := kafkaio.Tail(ctx, e.kafka, topic, true, func() { close(in.ready) }, func(rec *router.Record) error {
+		err := kafkaio.Tail(ctx, e.kafka, topic, true, func() { close(in.ready) }, func(rec *port.Record) error {
 			in.mu.Lock()
 			in.recs = append(in.recs, rec)
 			close(in.wake)
@@ -213,7 +214,7 @@ func (e *env) read(ctx context.Context, wg *sync.WaitGroup, topic string) *inbox
 
 // await returns the first record with key for which match holds, waiting
 // for it until the suite's deadline.
-func (e *env) await(in *inbox, key string, match func(*router.Record) bool) *router.Record {
+func (e *env) await(in *inbox, key string, match func(*port.Record) bool) *port.Record {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.ctx, awaitTimeout)
 	defer cancel()
@@ -513,11 +514,11 @@ func (e *env) malformedToDeadLetter(t *testing.T) {
 	for _, x := range dl.Headers {
 		h[x.Key] = string(x.Value)
 	}
-	if h[router.HeaderOriginalTopic] != e.cfg.Topics.Requests || h[router.HeaderErrorClass] == "" || h[router.HeaderOriginalOffset] == "" || h[router.HeaderErrorMessage] == "" {
+	if h[port.HeaderOriginalTopic] != e.cfg.Topics.Requests || h[port.HeaderErrorClass] == "" || h[port.HeaderOriginalOffset] == "" || h[port.HeaderErrorMessage] == "" {
 		t.Fatalf("dead-letter headers %v", h)
 	}
 	res := e.result(id)
-	if res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != h[router.HeaderErrorClass] {
+	if res.Outcome != schemas.OutcomeRejected || res.Error == nil || res.Error.Code != h[port.HeaderErrorClass] {
 		t.Fatalf("result %+v", res)
 	}
 	// The router keeps routing.
@@ -588,14 +589,14 @@ func (e *env) cancel(t *testing.T) {
 	req := e.intent("echo", `{}`, "")
 	e.publish(req, time.Time{})
 	e.dispatched("echo", req.IntentID)
-	control := []router.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
+	control := []port.Header{{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)}}
 	if err := e.pub.Send(e.ctx, e.cfg.Topics.Requests, []byte(req.IntentID), nil, control, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.result(req.IntentID); res.Outcome != schemas.OutcomeCancelled {
 		t.Fatalf("result %+v", res)
 	}
-	notice := e.await(e.agents["echo"], req.IntentID, func(r *router.Record) bool {
+	notice := e.await(e.agents["echo"], req.IntentID, func(r *port.Record) bool {
 		for _, h := range r.Headers {
 			if h.Key == intents.HeaderControl && string(h.Value) == intents.ControlCancel {
 				return true
@@ -635,7 +636,7 @@ func (e *env) retried(t *testing.T) {
 	}
 	e.waitMetric("switchboard_intent_retries_total", retries+1)
 	e.clock.Advance(20 * time.Millisecond) // past the backoff
-	second := e.await(e.agents["echo"], req.IntentID, func(r *router.Record) bool {
+	second := e.await(e.agents["echo"], req.IntentID, func(r *port.Record) bool {
 		var ar schemas.AgentRequest
 		return e.codec.Decode(r.Value, &ar) == nil && ar.Attempt == 2
 	})
@@ -673,7 +674,7 @@ func (e *env) idSquatting(t *testing.T) {
 	}
 	of := func(tenant string) *schemas.IntentResult {
 		var res schemas.IntentResult
-		e.await(e.results, id, func(r *router.Record) bool {
+		e.await(e.results, id, func(r *port.Record) bool {
 			return e.codec.Decode(r.Value, &res) == nil && res.Tenant != nil && *res.Tenant == tenant
 		})
 		return &res

@@ -12,25 +12,25 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/deadletter"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 var at = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 // record is a dead-letter record as the router writes it.
-func record(partition int32, offset int64, ts time.Time, class, from string, value []byte) *router.Record {
-	return &router.Record{
+func record(partition int32, offset int64, ts time.Time, class, from string, value []byte) *port.Record {
+	return &port.Record{
 		Topic: "dlq", Partition: partition, Offset: offset, TimestampMs: ts.UnixMilli(),
 		Key: []byte("k-1"), Value: value,
-		Headers: []router.Header{
+		Headers: []port.Header{
 			{Key: "traceparent", Value: []byte("00-abc-def-01")},
-			{Key: router.HeaderOriginalTopic, Value: []byte(from)},
-			{Key: router.HeaderOriginalPartition, Value: []byte("3")},
-			{Key: router.HeaderOriginalOffset, Value: []byte("41")},
-			{Key: router.HeaderErrorClass, Value: []byte(class)},
-			{Key: router.HeaderErrorMessage, Value: []byte("no route for intent type \"x\"")},
+			{Key: port.HeaderOriginalTopic, Value: []byte(from)},
+			{Key: port.HeaderOriginalPartition, Value: []byte("3")},
+			{Key: port.HeaderOriginalOffset, Value: []byte("41")},
+			{Key: port.HeaderErrorClass, Value: []byte(class)},
+			{Key: port.HeaderErrorMessage, Value: []byte("no route for intent type \"x\"")},
 		},
 	}
 }
@@ -43,7 +43,7 @@ func TestFromRecordDecodesTheDeadLetterHeaders(t *testing.T) {
 		t.Fatalf("letter = %+v", l)
 	}
 	// A record without the headers (not the router's) says so.
-	bare := deadletter.FromRecord(&router.Record{Topic: "dlq", Offset: 1})
+	bare := deadletter.FromRecord(&port.Record{Topic: "dlq", Offset: 1})
 	if bare.OriginalPartition != -1 || bare.OriginalOffset != -1 || bare.OriginalTopic != "" {
 		t.Fatalf("bare letter = %+v", bare)
 	}
@@ -52,9 +52,9 @@ func TestFromRecordDecodesTheDeadLetterHeaders(t *testing.T) {
 func TestReplayHeadersDropTheDeadLetterOnesAndSayWhereFrom(t *testing.T) {
 	rec := record(2, 9, at, "unroutable", "requests", nil)
 	// A record replayed once and dead-lettered again carries an old mark.
-	rec.Headers = append([]router.Header{{Key: deadletter.HeaderReplayedFrom, Value: []byte("dlq/0/1")}}, rec.Headers...)
+	rec.Headers = append([]port.Header{{Key: deadletter.HeaderReplayedFrom, Value: []byte("dlq/0/1")}}, rec.Headers...)
 	got := deadletter.FromRecord(rec).ReplayHeaders()
-	want := []router.Header{
+	want := []port.Header{
 		{Key: "traceparent", Value: []byte("00-abc-def-01")},
 		{Key: deadletter.HeaderReplayedFrom, Value: []byte("dlq/2/9")},
 	}
@@ -253,7 +253,7 @@ func TestLetterJSON(t *testing.T) {
 type sent struct {
 	topic      string
 	key, value []byte
-	headers    []router.Header
+	headers    []port.Header
 }
 
 type fakeSender struct {
@@ -262,7 +262,7 @@ type fakeSender struct {
 	fail map[string]bool // by key
 }
 
-func (f *fakeSender) Send(_ context.Context, topic string, key, value []byte, headers []router.Header, ts time.Time) error {
+func (f *fakeSender) Send(_ context.Context, topic string, key, value []byte, headers []port.Header, ts time.Time) error {
 	if !ts.IsZero() {
 		return errors.New("a replay must get a new timestamp")
 	}
@@ -279,7 +279,7 @@ func TestReplaySendsEachLetterToItsTarget(t *testing.T) {
 	a := deadletter.FromRecord(record(0, 1, at, "unroutable", "requests", []byte("a")))
 	b := deadletter.FromRecord(record(0, 2, at, "unroutable", "requests", []byte("b")))
 	b.Key = []byte("k-b")
-	noOrigin := deadletter.FromRecord(&router.Record{Topic: "dlq", Offset: 3, Key: []byte("k-3")})
+	noOrigin := deadletter.FromRecord(&port.Record{Topic: "dlq", Offset: 3, Key: []byte("k-3")})
 	loop := deadletter.FromRecord(record(0, 4, at, "unroutable", "dlq", []byte("d")))
 	fs := &fakeSender{fail: map[string]bool{"k-b": true}}
 	res := deadletter.Replay(context.Background(), fs, []*deadletter.Letter{a, b, noOrigin, loop}, "", 2)

@@ -2,7 +2,7 @@
 // what 'switchboard dlq list' and 'switchboard dlq replay' are built on.
 //
 // It owns the reading side of the dead-letter headers the router writes
-// (router.HeaderOriginal*, router.HeaderErrorClass and HeaderErrorMessage):
+// (port.HeaderOriginal*, port.HeaderErrorClass and HeaderErrorMessage):
 // a Letter is a dead-letter record with them decoded; a Filter selects
 // letters; Replay re-injects them into their original topic (or another)
 // with their key, value and headers, minus the dead-letter ones, plus

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // HeaderReplayedFrom marks a record put back by Replay with where it was in
 // the dead-letter topic: "<topic>/<partition>/<offset>". The router serves a
-// replayed request whose intent was rejected (see router.HeaderReplayedFrom).
-const HeaderReplayedFrom = router.HeaderReplayedFrom
+// replayed request whose intent was rejected (see port.HeaderReplayedFrom).
+const HeaderReplayedFrom = port.HeaderReplayedFrom
 
 // Letter is one record of the dead-letter topic, with its dead-letter
 // headers decoded. OriginalPartition and OriginalOffset are -1 when the
@@ -29,11 +29,11 @@ type Letter struct {
 	Message           string // why, in words
 
 	Key, Value []byte
-	Headers    []router.Header // every header, the dead-letter ones included
+	Headers    []port.Header // every header, the dead-letter ones included
 }
 
 // FromRecord decodes a record of the dead-letter topic.
-func FromRecord(rec *router.Record) *Letter {
+func FromRecord(rec *port.Record) *Letter {
 	l := &Letter{
 		Topic:             rec.Topic,
 		Partition:         rec.Partition,
@@ -50,19 +50,19 @@ func FromRecord(rec *router.Record) *Letter {
 	for _, h := range rec.Headers {
 		v := string(h.Value)
 		switch h.Key {
-		case router.HeaderOriginalTopic:
+		case port.HeaderOriginalTopic:
 			l.OriginalTopic = v
-		case router.HeaderOriginalPartition:
+		case port.HeaderOriginalPartition:
 			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
 				l.OriginalPartition = int32(n)
 			}
-		case router.HeaderOriginalOffset:
+		case port.HeaderOriginalOffset:
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 				l.OriginalOffset = n
 			}
-		case router.HeaderErrorClass:
+		case port.HeaderErrorClass:
 			l.Class = v
-		case router.HeaderErrorMessage:
+		case port.HeaderErrorMessage:
 			l.Message = v
 		}
 	}
@@ -76,8 +76,8 @@ func (l *Letter) Position() Position { return Position{Partition: l.Partition, O
 // without the dead-letter headers (switchboard.original.*,
 // switchboard.error.*) and without an earlier HeaderReplayedFrom, plus
 // HeaderReplayedFrom naming l.
-func (l *Letter) ReplayHeaders() []router.Header {
-	out := make([]router.Header, 0, len(l.Headers)+1)
+func (l *Letter) ReplayHeaders() []port.Header {
+	out := make([]port.Header, 0, len(l.Headers)+1)
 	for _, h := range l.Headers {
 		if isDeadLetterHeader(h.Key) || h.Key == HeaderReplayedFrom {
 			continue
@@ -85,14 +85,14 @@ func (l *Letter) ReplayHeaders() []router.Header {
 		out = append(out, h)
 	}
 	from := l.Topic + "/" + strconv.FormatInt(int64(l.Partition), 10) + "/" + strconv.FormatInt(l.Offset, 10)
-	return append(out, router.Header{Key: HeaderReplayedFrom, Value: []byte(from)})
+	return append(out, port.Header{Key: HeaderReplayedFrom, Value: []byte(from)})
 }
 
 // deadLetterPrefixes are the namespaces of the headers the router adds when
 // it dead-letters a record.
 var deadLetterPrefixes = []string{
-	prefixOf(router.HeaderOriginalTopic), // switchboard.original.
-	prefixOf(router.HeaderErrorClass),    // switchboard.error.
+	prefixOf(port.HeaderOriginalTopic),
+	prefixOf(port.HeaderErrorClass),
 }
 
 func prefixOf(h string) string { return h[:strings.LastIndexByte(h, '.')+1] }

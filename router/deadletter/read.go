@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Progress is how far a Read has come: records read so far (selected or
@@ -35,7 +35,7 @@ func Read(ctx context.Context, s kafkaio.Settings, topic string, f Filter, limit
 			p.Total += max(end-max(from, e.Low), 0)
 		}
 		return from, ok
-	}, func(rec *router.Record) error {
+	}, func(rec *port.Record) error {
 		p.Read++
 		if progress != nil {
 			progress(p)

@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Sender publishes one record and returns once the broker acknowledged it;
 // *kafkaio.Producer is one.
 type Sender interface {
-	Send(ctx context.Context, topic string, key, value []byte, headers []router.Header, ts time.Time) error
+	Send(ctx context.Context, topic string, key, value []byte, headers []port.Header, ts time.Time) error
 }
 
 // Replayed is what became of one letter given to Replay.

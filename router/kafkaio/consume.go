@@ -6,7 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Consume joins groupID, reads topics and calls fn for each record until ctx
@@ -15,7 +15,7 @@ import (
 // (Source) or the Go agent runner (GroupReader) need: a member killed with
 // records in hand loses them. A new group starts at the beginning of the topics,
 // so requests written before an agent first joined are not missed.
-func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*router.Record) error) error {
+func Consume(ctx context.Context, s Settings, groupID string, topics []string, fn func(*port.Record) error) error {
 	c, err := newConsumer(s, "consumer", kafka.ConfigMap{
 		"group.id":             groupID,
 		"auto.offset.reset":    "earliest",
@@ -39,7 +39,7 @@ func Consume(ctx context.Context, s Settings, groupID string, topics []string, f
 // credentials or certificate, or its principal denied one of topics or its
 // group (a *RefusedError). eof, if not nil, hears of every end of partition
 // (when the consumer reports them).
-func readLoop(ctx context.Context, c *consumer, doing string, topics []string, fn func(*router.Record) error, eof func(partition int32)) error {
+func readLoop(ctx context.Context, c *consumer, doing string, topics []string, fn func(*port.Record) error, eof func(partition int32)) error {
 	for ctx.Err() == nil {
 		if err := c.w.refusal(); err != nil {
 			return err

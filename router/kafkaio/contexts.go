@@ -7,7 +7,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/contexts"
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -22,7 +22,7 @@ var _ contexts.Reader = SnapshotReader{}
 
 // ReadSnapshots implements contexts.Reader with Follow.
 func (r SnapshotReader) ReadSnapshots(ctx context.Context, apply func(key, value []byte), caughtUp func()) error {
-	return Follow(ctx, r.Settings, r.Topic, time.Time{}, caughtUp, func(rec *router.Record) error {
+	return Follow(ctx, r.Settings, r.Topic, time.Time{}, caughtUp, func(rec *port.Record) error {
 		if len(rec.Key) > 0 {
 			apply(rec.Key, rec.Value)
 		}
@@ -75,7 +75,7 @@ var _ contexts.EventReader = EventReader{}
 // ReadEvents implements contexts.EventReader with Follow; tombstones are
 // skipped.
 func (r EventReader) ReadEvents(ctx context.Context, since time.Time, caughtUp func(), fn func(value []byte, timestampMs int64) error) error {
-	return Follow(ctx, r.Settings, r.Topic, since, caughtUp, func(rec *router.Record) error {
+	return Follow(ctx, r.Settings, r.Topic, since, caughtUp, func(rec *port.Record) error {
 		if rec.Value == nil {
 			return nil
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Follow reads every partition of topic without joining a consumer group,
@@ -18,7 +18,7 @@ import (
 // consumer's end-of-partition event, which for read_committed is the last
 // stable offset). It is Tail for readers that need to know when they have
 // seen the past: the context store, the aggregator rebuilding its windows.
-func Follow(ctx context.Context, s Settings, topic string, since time.Time, caughtUp func(), fn func(*router.Record) error) error {
+func Follow(ctx context.Context, s Settings, topic string, since time.Time, caughtUp func(), fn func(*port.Record) error) error {
 	c, err := newReader(s, "follow", true, nil)
 	if err != nil {
 		return err

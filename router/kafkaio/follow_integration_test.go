@@ -12,8 +12,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // testFollowLiveOpenTransaction: records of a transaction still open when
@@ -72,7 +72,7 @@ func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 	go func() {
 		done <- kafkaio.FollowLive(feedCtx, kafkaio.Settings{Bootstrap: bootstrap}, []string{topic},
 			func(start kafkaio.Offsets) { ready <- start },
-			func(r *router.Record) error { got <- string(r.Value); return nil })
+			func(r *port.Record) error { got <- string(r.Value); return nil })
 	}()
 	defer func() {
 		stop()

@@ -10,7 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // GroupReader is a member of a consumer group that commits only what its
@@ -34,7 +34,7 @@ type GroupReader struct {
 	onError  func(error)
 
 	mu    sync.Mutex
-	marks map[router.TopicPartition]*offsetMarks // the partitions assigned now
+	marks map[port.TopicPartition]*offsetMarks // the partitions assigned now
 }
 
 // GroupReaderOptions are a GroupReader's optional knobs.
@@ -74,7 +74,7 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 		return nil, err
 	}
 	c.group = groupID
-	g := &GroupReader{c: c, topics: topics, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[router.TopicPartition]*offsetMarks{}}
+	g := &GroupReader{c: c, topics: topics, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[port.TopicPartition]*offsetMarks{}}
 	if err := c.SubscribeTopics(topics, g.rebalance); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
@@ -86,7 +86,7 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 // ctx ends, fn returns an error or the client hits a fatal error; it commits
 // every CommitInterval meanwhile. A record whose done is never called holds
 // its partition's commits where it is. done is idempotent and cheap.
-func (g *GroupReader) Read(ctx context.Context, fn func(rec *router.Record, done func()) error) error {
+func (g *GroupReader) Read(ctx context.Context, fn func(rec *port.Record, done func()) error) error {
 	ticker := g.clock.NewTicker(g.interval)
 	defer ticker.Stop()
 	for ctx.Err() == nil {
@@ -126,8 +126,8 @@ func (g *GroupReader) Close() error {
 }
 
 // read starts tracking rec and returns its done function.
-func (g *GroupReader) read(rec *router.Record) func() {
-	tp := router.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+func (g *GroupReader) read(rec *port.Record) func() {
+	tp := port.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
 	g.mu.Lock()
 	m := g.marks[tp]
 	if m == nil { // a record of a partition whose assignment we did not hear of
@@ -174,12 +174,12 @@ func (g *GroupReader) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 
 // commit commits, for the partitions given (nil: every partition assigned),
 // the position of each that moved since its last commit.
-func (g *GroupReader) commit(only []router.TopicPartition) {
+func (g *GroupReader) commit(only []port.TopicPartition) {
 	g.mu.Lock()
 	var offsets []kafka.TopicPartition
 	var moved []*offsetMarks
 	var positions []int64
-	add := func(tp router.TopicPartition, m *offsetMarks) {
+	add := func(tp port.TopicPartition, m *offsetMarks) {
 		if pos, ok := m.position(); ok && pos != m.committed {
 			topic := tp.Topic
 			offsets = append(offsets, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition, Offset: kafka.Offset(pos)})

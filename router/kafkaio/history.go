@@ -6,7 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Offsets are per-partition offsets of some topics: Offsets[topic][p] is
@@ -17,7 +17,7 @@ type Offsets map[string][]int64
 // group, like Tail, from each partition's end. ready, if not nil, is called
 // with the start offsets before the first record is handed to fn: every
 // record from them on is handed to fn, in order within a partition.
-func FollowLive(ctx context.Context, s Settings, topics []string, ready func(start Offsets), fn func(*router.Record) error) error {
+func FollowLive(ctx context.Context, s Settings, topics []string, ready func(start Offsets), fn func(*port.Record) error) error {
 	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
 		return err
@@ -89,7 +89,7 @@ func LowWatermarks(ctx context.Context, s Settings, topics []string) (Offsets, e
 // far: when it has handed over the record before to, reached to, or reached
 // the partition's end. It returns ErrOffsetOutOfRange if a start offset is
 // no longer held.
-func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*router.Record) error) error {
+func ReadRange(ctx context.Context, s Settings, from, to Offsets, fn func(*port.Record) error) error {
 	type key struct {
 		topic string
 		p     int32

@@ -6,7 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // TopicState is a topic's id and, per partition, its first offset and the
@@ -75,7 +75,7 @@ func topicID(ctx context.Context, c *kafka.Consumer, topic string) string {
 // an error. From one goroutine, it calls onRecord for each record (in order
 // within a partition), onEOF when a partition has been read to its end,
 // and onIdle when no record came for 20 ms.
-func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*router.Record) error,
+func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*port.Record) error,
 	onEOF func(topic string, partition int32) error, onIdle func() error,
 ) error {
 	c, err := newReader(s, "follow", true, kafka.ConfigMap{"auto.offset.reset": "earliest"})

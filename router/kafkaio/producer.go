@@ -8,7 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Producer publishes records and waits for the broker's acknowledgement: the
@@ -59,13 +59,13 @@ func NewProducer(s Settings) (*Producer, error) {
 
 // Send publishes one record and waits until the broker acknowledged it or ctx
 // ended. A zero timestamp lets the client stamp the record.
-func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, headers []router.Header, ts time.Time) error {
+func (k *Producer) Send(ctx context.Context, topic string, key, value []byte, headers []port.Header, ts time.Time) error {
 	return k.SendTo(ctx, topic, kafka.PartitionAny, key, value, headers, ts)
 }
 
 // SendTo is Send to one partition (kafka.PartitionAny, -1: the partitioner
 // chooses).
-func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time) error {
+func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, key, value []byte, headers []port.Header, ts time.Time) error {
 	if err := k.w.refusal(); err != nil {
 		return err
 	}
@@ -97,11 +97,11 @@ func (k *Producer) SendTo(ctx context.Context, topic string, partition int32, ke
 // error returned is the client's refusal to take the record (its queue is
 // full, say); acked does not run then. Close waits for the acknowledgements
 // of what was handed over, up to its timeout.
-func (k *Producer) SendAsync(topic string, key, value []byte, headers []router.Header, ts time.Time, acked func(error)) error {
+func (k *Producer) SendAsync(topic string, key, value []byte, headers []port.Header, ts time.Time, acked func(error)) error {
 	return k.produce(topic, kafka.PartitionAny, key, value, headers, ts, acked)
 }
 
-func (k *Producer) produce(topic string, partition int32, key, value []byte, headers []router.Header, ts time.Time, opaque any) error {
+func (k *Producer) produce(topic string, partition int32, key, value []byte, headers []port.Header, ts time.Time, opaque any) error {
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
 		Key:            key,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -18,12 +18,12 @@ type Changelog struct {
 	Codec    *schemas.Codec
 }
 
-var _ router.Restorer = (*Changelog)(nil)
+var _ port.Restorer = (*Changelog)(nil)
 
-// Restore implements router.Restorer: it reads the partitions from their
+// Restore implements port.Restorer: it reads the partitions from their
 // beginning to their end (read_committed), keeps the last value of each key
 // and drops keys whose last record is a tombstone.
-func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32][]router.PendingRecord, error) {
+func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32][]port.PendingRecord, error) {
 	live := map[int32]map[string]*schemas.PendingIntent{}
 	err := readToEnd(ctx, c.Settings, c.Topic, partitions, func(m *kafka.Message) {
 		p := m.TopicPartition.Partition
@@ -44,20 +44,20 @@ func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32]
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int32][]router.PendingRecord, len(live))
+	out := make(map[int32][]port.PendingRecord, len(live))
 	for p, m := range live {
 		for key, pi := range m {
-			out[p] = append(out[p], router.PendingRecord{Key: key, Intent: pi})
+			out[p] = append(out[p], port.PendingRecord{Key: key, Intent: pi})
 		}
 	}
 	return out, nil
 }
 
-// FallbackFeed returns a router.FallbackFeed that reads the fallback-cache
+// FallbackFeed returns a port.FallbackFeed that reads the fallback-cache
 // topic from its beginning and follows it.
-func FallbackFeed(s Settings, topic string, codec *schemas.Codec) router.FallbackFeed {
+func FallbackFeed(s Settings, topic string, codec *schemas.Codec) port.FallbackFeed {
 	return func(ctx context.Context, apply func(*schemas.FallbackAnswer)) error {
-		return Tail(ctx, s, topic, true, nil, func(rec *router.Record) error {
+		return Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
 			if rec.Value == nil {
 				return nil
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Extent is what one partition of a topic held when a Scan began: offsets
@@ -26,7 +26,7 @@ type Extent struct {
 // record written after Scan began is not read. Scan returns fn's error, a
 // wrapped ctx error if ctx ends first, or nil once every partition was read to
 // its end.
-func Scan(ctx context.Context, s Settings, topic string, start func(Extent) (int64, bool), fn func(*router.Record) error) error {
+func Scan(ctx context.Context, s Settings, topic string, start func(Extent) (int64, bool), fn func(*port.Record) error) error {
 	c, err := newReader(s, "scan", true, nil)
 	if err != nil {
 		return err

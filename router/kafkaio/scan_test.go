@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // TestScanReadsToTheEndAndStops: Scan reads what each partition held, from
@@ -52,7 +52,7 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 			return 0, false // skipped
 		}
 		return 0, true // empty: nothing to read, and no wait for it
-	}, func(rec *router.Record) error {
+	}, func(rec *port.Record) error {
 		got[rec.Partition] = append(got[rec.Partition], rec.Offset)
 		return nil
 	})
@@ -78,14 +78,14 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 	// fn's error ends the scan and is returned.
 	stop := errors.New("stop")
 	n := 0
-	err = kafkaio.Scan(ctx, s, topic, func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*router.Record) error {
+	err = kafkaio.Scan(ctx, s, topic, func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*port.Record) error {
 		n++
 		return stop
 	})
 	if !errors.Is(err, stop) || n != 1 {
 		t.Fatalf("Scan = %v after %d records, want stop after 1", err, n)
 	}
-	if err := kafkaio.Scan(ctx, s, "no.such.topic", func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*router.Record) error { return nil }); err == nil {
+	if err := kafkaio.Scan(ctx, s, "no.such.topic", func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*port.Record) error { return nil }); err == nil {
 		t.Fatal("Scan of a missing topic succeeded")
 	}
 }

@@ -8,15 +8,15 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
-// Sink is an idempotent producer whose delivery reports come back as
-// router.Acks.
+// Sink is an idempotent producer whose delivery reports come back on
+// Acks (port.Sink).
 type Sink struct {
 	p            *kafka.Producer
 	w            *watch
-	acks         chan router.Ack
+	acks         chan port.Ack
 	closing      chan struct{}
 	wg           sync.WaitGroup
 	closeOnce    sync.Once
@@ -24,7 +24,7 @@ type Sink struct {
 	stats        func(string)
 }
 
-var _ router.Sink = (*Sink)(nil)
+var _ port.Sink = (*Sink)(nil)
 
 // NewSink creates the producer. flushTimeout bounds Close.
 func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
@@ -32,7 +32,7 @@ func NewSink(s Settings, flushTimeout time.Duration) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Sink{p: p, w: w, acks: make(chan router.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout, stats: s.Stats}
+	k := &Sink{p: p, w: w, acks: make(chan port.Ack, 65536), closing: make(chan struct{}), flushTimeout: flushTimeout, stats: s.Stats}
 	k.wg.Add(1)
 	go k.reports()
 	return k, nil
@@ -54,15 +54,15 @@ func (k *Sink) reports() {
 			err = k.w.s.refusal(err, "Write", "topic "+*m.TopicPartition.Topic)
 		}
 		select {
-		case k.acks <- router.Ack{Opaque: m.Opaque, Err: err}:
+		case k.acks <- port.Ack{Opaque: m.Opaque, Err: err}:
 		case <-k.closing:
 		}
 	}
 }
 
-// Produce implements router.Sink. When librdkafka's queue is full it waits
+// Produce implements port.Sink. When librdkafka's queue is full it waits
 // for a little room (up to a second) rather than failing at once.
-func (k *Sink) Produce(o *router.Output, opaque any) error {
+func (k *Sink) Produce(o *port.Output, opaque any) error {
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &o.Topic, Partition: kafka.PartitionAny},
 		Key:            o.Key,
@@ -88,8 +88,8 @@ func (k *Sink) Produce(o *router.Output, opaque any) error {
 	}
 }
 
-// Acks implements router.Sink.
-func (k *Sink) Acks() <-chan router.Ack { return k.acks }
+// Acks implements port.Sink.
+func (k *Sink) Acks() <-chan port.Ack { return k.acks }
 
 // Close flushes for up to the flush timeout and closes the producer.
 func (k *Sink) Close() error {

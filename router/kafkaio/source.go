@@ -9,8 +9,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/lag"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // Source is the router's consumer: a member of the router's consumer group
@@ -22,11 +22,11 @@ type Source struct {
 	topics   []string
 	stats    func(string)
 	queued   []any // rebalance events raised inside Poll, returned by the next Polls
-	onRevoke func([]router.TopicPartition, bool)
+	onRevoke func([]port.TopicPartition, bool)
 	onStats  func(lag.ConsumerStats)
 }
 
-var _ router.Source = (*Source)(nil)
+var _ port.Source = (*Source)(nil)
 
 // SourceOptions are the router's choices for its consumer.
 type SourceOptions struct {
@@ -104,46 +104,46 @@ func sourceConfig(s Settings, groupID string, o SourceOptions) kafka.ConfigMap {
 func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
-		s.queued = append(s.queued, router.Assigned(fromKafka(e.Partitions)))
+		s.queued = append(s.queued, port.Assigned(fromKafka(e.Partitions)))
 	case kafka.RevokedPartitions:
 		tps := fromKafka(e.Partitions)
 		if s.onRevoke != nil {
 			s.onRevoke(tps, s.c.AssignmentLost()) // before the partitions are given up
 		}
-		s.queued = append(s.queued, router.Revoked(tps))
+		s.queued = append(s.queued, port.Revoked(tps))
 	}
 	return nil
 }
 
-// OnRevoke implements router.Source.
-func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) { s.onRevoke = f }
+// OnRevoke implements port.Source.
+func (s *Source) OnRevoke(f func([]port.TopicPartition, bool)) { s.onRevoke = f }
 
 // OnConsumerStats makes f hear of the consumer's lag and rebalances every
 // SourceOptions.StatsInterval; f runs on the goroutine that polls, and must
 // be quick. Call it before the first Poll.
 func (s *Source) OnConsumerStats(f func(lag.ConsumerStats)) { s.onStats = f }
 
-// AssignmentLost implements router.Source.
+// AssignmentLost implements port.Source.
 func (s *Source) AssignmentLost() bool { return s.c.AssignmentLost() }
 
-// Committed implements router.Source.
-func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
+// Committed implements port.Source.
+func (s *Source) Committed(tps []port.TopicPartition) (map[port.TopicPartition]int64, error) {
 	res, err := s.c.Committed(toKafka(tps), 10000)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: reading committed offsets: %w", err)
 	}
-	out := make(map[router.TopicPartition]int64, len(res))
+	out := make(map[port.TopicPartition]int64, len(res))
 	for _, p := range res {
 		if p.Offset >= 0 {
-			out[router.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = int64(p.Offset)
+			out[port.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = int64(p.Offset)
 		}
 	}
 	return out, nil
 }
 
-// Seek implements router.Source. When it returns, no record fetched before
+// Seek implements port.Source. When it returns, no record fetched before
 // it will be returned by Poll.
-func (s *Source) Seek(tp router.TopicPartition, offset int64) error {
+func (s *Source) Seek(tp port.TopicPartition, offset int64) error {
 	res, err := s.c.SeekPartitions([]kafka.TopicPartition{{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(offset)}})
 	if err != nil {
 		return fmt.Errorf("kafkaio: seeking %s[%d] to %d: %w", tp.Topic, tp.Partition, offset, err)
@@ -156,10 +156,10 @@ func (s *Source) Seek(tp router.TopicPartition, offset int64) error {
 	return nil
 }
 
-// GroupMetadata implements router.Source.
+// GroupMetadata implements port.Source.
 func (s *Source) GroupMetadata() (any, error) { return s.c.GetConsumerGroupMetadata() }
 
-// Poll implements router.Source.
+// Poll implements port.Source.
 func (s *Source) Poll(timeoutMs int) any {
 	if ev := s.pop(); ev != nil {
 		return ev
@@ -172,11 +172,11 @@ func (s *Source) Poll(timeoutMs int) any {
 		return recordOf(e)
 	case kafka.PartitionEOF:
 		if e.Topic != nil {
-			return router.EndOfPartition{Topic: *e.Topic, Partition: e.Partition}
+			return port.EndOfPartition{Topic: *e.Topic, Partition: e.Partition}
 		}
 	case kafka.Error:
 		if e.IsFatal() {
-			return &router.FatalError{Err: e}
+			return &port.FatalError{Err: e}
 		}
 		// A refusal (credentials, certificate, a missing ACL) in one line;
 		// like any other error here the router logs it and polls on.
@@ -207,17 +207,17 @@ func (s *Source) pop() any {
 	return ev
 }
 
-// StoreOffset implements router.Source.
-func (s *Source) StoreOffset(tp router.TopicPartition, next int64) error {
+// StoreOffset implements port.Source.
+func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	_, err := s.c.StoreOffsets([]kafka.TopicPartition{{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(next)}})
 	return err
 }
 
-// Pause implements router.Source.
-func (s *Source) Pause(tps []router.TopicPartition) error { return s.c.Pause(toKafka(tps)) }
+// Pause implements port.Source.
+func (s *Source) Pause(tps []port.TopicPartition) error { return s.c.Pause(toKafka(tps)) }
 
-// Resume implements router.Source.
-func (s *Source) Resume(tps []router.TopicPartition) error { return s.c.Resume(toKafka(tps)) }
+// Resume implements port.Source.
+func (s *Source) Resume(tps []port.TopicPartition) error { return s.c.Resume(toKafka(tps)) }
 
 // Close commits the stored offsets and leaves the group.
 //
@@ -241,15 +241,15 @@ const closeTimeout = 20 * time.Second
 // closeClock paces Close's timeout.
 var closeClock = clockwork.NewRealClock()
 
-func fromKafka(ps []kafka.TopicPartition) []router.TopicPartition {
-	out := make([]router.TopicPartition, len(ps))
+func fromKafka(ps []kafka.TopicPartition) []port.TopicPartition {
+	out := make([]port.TopicPartition, len(ps))
 	for i, p := range ps {
-		out[i] = router.TopicPartition{Topic: *p.Topic, Partition: p.Partition}
+		out[i] = port.TopicPartition{Topic: *p.Topic, Partition: p.Partition}
 	}
 	return out
 }
 
-func toKafka(tps []router.TopicPartition) []kafka.TopicPartition {
+func toKafka(tps []port.TopicPartition) []kafka.TopicPartition {
 	out := make([]kafka.TopicPartition, len(tps))
 	for i := range tps {
 		out[i] = kafka.TopicPartition{Topic: &tps[i].Topic, Partition: tps[i].Partition}
@@ -259,8 +259,8 @@ func toKafka(tps []router.TopicPartition) []kafka.TopicPartition {
 
 // recordOf is a consumed message as the router sees it. It shares the
 // message's key, value and header values.
-func recordOf(m *kafka.Message) *router.Record {
-	rec := &router.Record{
+func recordOf(m *kafka.Message) *port.Record {
+	rec := &port.Record{
 		Topic:     *m.TopicPartition.Topic,
 		Partition: m.TopicPartition.Partition,
 		Offset:    int64(m.TopicPartition.Offset),
@@ -271,9 +271,9 @@ func recordOf(m *kafka.Message) *router.Record {
 		rec.TimestampMs = m.Timestamp.UnixMilli()
 	}
 	if len(m.Headers) > 0 {
-		rec.Headers = make([]router.Header, len(m.Headers))
+		rec.Headers = make([]port.Header, len(m.Headers))
 		for i, h := range m.Headers {
-			rec.Headers[i] = router.Header{Key: h.Key, Value: h.Value}
+			rec.Headers[i] = port.Header{Key: h.Key, Value: h.Value}
 		}
 	}
 	return rec

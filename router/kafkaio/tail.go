@@ -12,7 +12,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // retryClock paces metadata retries; a package variable so the rest of the
@@ -30,7 +30,7 @@ func tailID() string {
 // starts at each partition's end, or at its beginning when fromBeginning is
 // set, and reads committed records only. ready, if not nil, is called once the
 // start offsets are fixed: a record produced after ready returns will be seen.
-func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, ready func(), fn func(*router.Record) error) error {
+func Tail(ctx context.Context, s Settings, topic string, fromBeginning bool, ready func(), fn func(*port.Record) error) error {
 	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // TxSink is the router's transactional producer (exactly_once): one per
@@ -33,7 +33,7 @@ type TxSink struct {
 
 	lanes  [2]*txLane // replaced by Reset, from the event loop only
 	cur    int        // the lane of the open (or last) transaction
-	acks   chan router.Ack
+	acks   chan port.Ack
 	failed atomic.Int64
 }
 
@@ -45,13 +45,13 @@ type txLane struct {
 }
 
 var (
-	_ router.TxSink      = (*TxSink)(nil)
-	_ router.TxRegistrar = (*TxSink)(nil)
+	_ port.TxSink      = (*TxSink)(nil)
+	_ port.TxRegistrar = (*TxSink)(nil)
 )
 
 // NewTxSink creates the producers and initialises their transactions.
 func NewTxSink(ctx context.Context, s Settings, transactionalID string) (*TxSink, error) {
-	k := &TxSink{settings: s, txID: transactionalID, acks: make(chan router.Ack)}
+	k := &TxSink{settings: s, txID: transactionalID, acks: make(chan port.Ack)}
 	if err := k.open(ctx); err != nil {
 		return nil, err
 	}
@@ -135,14 +135,14 @@ func (l *txLane) close() {
 	<-l.w.done
 }
 
-// Begin implements router.TxSink: the transaction goes to the other lane.
+// Begin implements port.TxSink: the transaction goes to the other lane.
 func (k *TxSink) Begin() error {
 	k.cur = 1 - k.cur
 	return txnError(k.lanes[k.cur].p.BeginTransaction())
 }
 
-// Produce implements router.Sink.
-func (k *TxSink) Produce(o *router.Output, _ any) error {
+// Produce implements port.Sink.
+func (k *TxSink) Produce(o *port.Output, _ any) error {
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &o.Topic, Partition: kafka.PartitionAny},
 		Key:            o.Key,
@@ -168,27 +168,27 @@ func (k *TxSink) Produce(o *router.Output, _ any) error {
 	}
 }
 
-// Commit implements router.TxSink.
-func (k *TxSink) Commit(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
+// Commit implements port.TxSink.
+func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	if err := k.sendOffsets(ctx, offsets, group); err != nil {
 		return err
 	}
 	return txnError(k.lanes[k.cur].p.CommitTransaction(ctx))
 }
 
-// Register implements router.TxRegistrar: the offsets staged now are
+// Register implements port.TxRegistrar: the offsets staged now are
 // replaced by those Commit sends.
-func (k *TxSink) Register(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
+func (k *TxSink) Register(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	return k.sendOffsets(ctx, offsets, group)
 }
 
-func (k *TxSink) sendOffsets(ctx context.Context, offsets map[router.TopicPartition]int64, group any) error {
+func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	if len(offsets) == 0 {
 		return nil
 	}
 	gm, ok := group.(*kafka.ConsumerGroupMetadata)
 	if !ok {
-		return &router.TxnError{Err: fmt.Errorf("kafkaio: group metadata of type %T", group), Abortable: true}
+		return &port.TxnError{Err: fmt.Errorf("kafkaio: group metadata of type %T", group), Abortable: true}
 	}
 	tps := make([]kafka.TopicPartition, 0, len(offsets))
 	for tp, off := range offsets {
@@ -197,12 +197,12 @@ func (k *TxSink) sendOffsets(ctx context.Context, offsets map[router.TopicPartit
 	return txnError(k.lanes[k.cur].p.SendOffsetsToTransaction(ctx, tps, gm))
 }
 
-// Abort implements router.TxSink.
+// Abort implements port.TxSink.
 func (k *TxSink) Abort(ctx context.Context) error {
 	return txnError(k.lanes[k.cur].p.AbortTransaction(ctx))
 }
 
-// Reset implements router.TxSink: both lanes are replaced.
+// Reset implements port.TxSink: both lanes are replaced.
 func (k *TxSink) Reset() error {
 	for _, l := range k.lanes {
 		l.close()
@@ -212,11 +212,11 @@ func (k *TxSink) Reset() error {
 	return k.open(ctx)
 }
 
-// Acks implements router.Sink: a TxSink reports nothing there (its
+// Acks implements port.Sink: a TxSink reports nothing there (its
 // deliveries are settled by Commit).
-func (k *TxSink) Acks() <-chan router.Ack { return k.acks }
+func (k *TxSink) Acks() <-chan port.Ack { return k.acks }
 
-// Close implements router.Sink: it aborts an open transaction (the router
+// Close implements port.Sink: it aborts an open transaction (the router
 // commits before closing) and releases the producers.
 func (k *TxSink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
@@ -242,7 +242,7 @@ func txnError(err error) error {
 	}
 	var kerr kafka.Error
 	if !errors.As(err, &kerr) {
-		return &router.TxnError{Err: err, Abortable: true}
+		return &port.TxnError{Err: err, Abortable: true}
 	}
-	return &router.TxnError{Err: err, Retriable: kerr.IsRetriable(), Abortable: kerr.TxnRequiresAbort(), Fatal: kerr.IsFatal()}
+	return &port.TxnError{Err: err, Retriable: kerr.IsRetriable(), Abortable: kerr.TxnRequiresAbort(), Fatal: kerr.IsFatal()}
 }

@@ -4,17 +4,28 @@ import (
 	"context"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
+
+// Parts is what router.New needs to run on Kafka: the Source and Sink it
+// takes, and the readers of its WithRestorer and WithFallbackFeed options.
+// kafkaio builds them without importing the router.
+type Parts struct {
+	Source     port.Source
+	Sink       port.Sink
+	Restorer   port.Restorer     // the pending changelog, for router.WithRestorer
+	Feed       port.FallbackFeed // the fallback-cache topic, for router.WithFallbackFeed
+	InstanceID string            // cfg's router.instance_id, or a random one
+}
 
 // RouterParts builds what router.New needs to run on Kafka as cfg says: the
 // consumer (with static membership when router.instance_id is set), the sink
 // (transactional for exactly_once), the pending-changelog restorer and the
-// fallback-cache feed. instanceID is the id in use (cfg's, or a random one).
-func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *schemas.Codec) (src router.Source, sink router.Sink, opts []router.Option, instanceID string, err error) {
-	instanceID = cfg.Router.InstanceID
+// fallback-cache feed.
+func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *schemas.Codec) (Parts, error) {
+	instanceID := cfg.Router.InstanceID
 	static := instanceID != ""
 	if !static {
 		instanceID = "r-" + tailID()
@@ -26,8 +37,9 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 	}
 	source, err := NewSource(s, cfg.Kafka.GroupID, []string{cfg.Topics.Requests, cfg.Topics.Responses}, so)
 	if err != nil {
-		return nil, nil, nil, "", err
+		return Parts{}, err
 	}
+	var sink port.Sink
 	if eos {
 		ictx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -37,11 +49,12 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 	}
 	if err != nil {
 		_ = source.Close()
-		return nil, nil, nil, "", err // its own errors say kafkaio: already
+		return Parts{}, err // its own errors say kafkaio: already
 	}
-	opts = []router.Option{
-		router.WithRestorer(&Changelog{Settings: s, Topic: cfg.Topics.Pending, Codec: codec}),
-		router.WithFallbackFeed(FallbackFeed(s, cfg.Topics.FallbackCache, codec)),
-	}
-	return source, sink, opts, instanceID, nil
+	return Parts{
+		Source: source, Sink: sink,
+		Restorer:   &Changelog{Settings: s, Topic: cfg.Topics.Pending, Codec: codec},
+		Feed:       FallbackFeed(s, cfg.Topics.FallbackCache, codec),
+		InstanceID: instanceID,
+	}, nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // changes lets readers wait for the next change without polling.
@@ -37,19 +37,19 @@ func (c *changes) signal() {
 	}
 }
 
-// Source is an in-memory router.Source: tests Push records and rebalance
+// Source is an in-memory port.Source: tests Push records and rebalance
 // events, and read back what the router stored and paused.
 type Source struct {
 	clock    clockwork.Clock
 	mu       sync.Mutex
 	queue    []any
-	onRevoke func([]router.TopicPartition, bool)
+	onRevoke func([]port.TopicPartition, bool)
 	lost     bool
-	seeks    []router.TopicPartition
-	stalled  map[router.TopicPartition]bool
-	queued   map[router.TopicPartition]int // records queued, per partition
-	stored   map[router.TopicPartition]int64
-	paused   map[router.TopicPartition]bool
+	seeks    []port.TopicPartition
+	stalled  map[port.TopicPartition]bool
+	queued   map[port.TopicPartition]int // records queued, per partition
+	stored   map[port.TopicPartition]int64
+	paused   map[port.TopicPartition]bool
 	// holdPaused: paused partitions' records are not read (HoldPaused).
 	holdPaused bool
 	closed     bool
@@ -60,31 +60,31 @@ type Source struct {
 	committedErr error
 }
 
-var _ router.Source = (*Source)(nil)
+var _ port.Source = (*Source)(nil)
 
 // NewSource returns an empty Source. Poll waits in real time (up to its
 // timeout) for a Push.
 func NewSource() *Source {
-	return &Source{clock: clockwork.NewRealClock(), stored: map[router.TopicPartition]int64{}, paused: map[router.TopicPartition]bool{}}
+	return &Source{clock: clockwork.NewRealClock(), stored: map[port.TopicPartition]int64{}, paused: map[port.TopicPartition]bool{}}
 }
 
-// Push queues a *router.Record, router.Assigned, router.Revoked or error.
+// Push queues a *port.Record, port.Assigned, port.Revoked or error.
 func (s *Source) Push(evs ...any) {
 	s.mu.Lock()
 	s.queue = append(s.queue, evs...)
 	for _, ev := range evs {
-		if r, ok := ev.(*router.Record); ok {
+		if r, ok := ev.(*port.Record); ok {
 			if s.queued == nil {
-				s.queued = map[router.TopicPartition]int{}
+				s.queued = map[port.TopicPartition]int{}
 			}
-			s.queued[router.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
+			s.queued[port.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
 		}
 	}
 	s.mu.Unlock()
 	s.pushed.signal()
 }
 
-// Poll implements router.Source. A Revoked event runs the revoke hook
+// Poll implements port.Source. A Revoked event runs the revoke hook
 // before Poll returns it, as a Kafka client's rebalance does.
 func (s *Source) Poll(timeoutMs int) any {
 	var deadline <-chan time.Time // made only when Poll has to wait
@@ -99,14 +99,14 @@ func (s *Source) Poll(timeoutMs int) any {
 			} else {
 				s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			}
-			if r, ok := ev.(*router.Record); ok {
-				s.queued[router.TopicPartition{Topic: r.Topic, Partition: r.Partition}]--
+			if r, ok := ev.(*port.Record); ok {
+				s.queued[port.TopicPartition{Topic: r.Topic, Partition: r.Partition}]--
 			}
 			s.queueEnds(ev)
 			hook := s.onRevoke
 			s.mu.Unlock()
 			s.updated.signal() // Pending changed
-			if rv, ok := ev.(router.Revoked); ok {
+			if rv, ok := ev.(port.Revoked); ok {
 				lost := s.AssignmentLost()
 				if hook != nil {
 					hook(rv, lost)
@@ -138,17 +138,17 @@ func (s *Source) Pending() int {
 
 // Stall keeps the records of a partition (and its end) from being read until
 // Unstall, as a consumer that lags behind: they stay queued in order.
-func (s *Source) Stall(tp router.TopicPartition) {
+func (s *Source) Stall(tp port.TopicPartition) {
 	s.mu.Lock()
 	if s.stalled == nil {
-		s.stalled = map[router.TopicPartition]bool{}
+		s.stalled = map[port.TopicPartition]bool{}
 	}
 	s.stalled[tp] = true
 	s.mu.Unlock()
 }
 
 // Unstall lets a stalled partition be read again.
-func (s *Source) Unstall(tp router.TopicPartition) {
+func (s *Source) Unstall(tp port.TopicPartition) {
 	s.mu.Lock()
 	delete(s.stalled, tp)
 	s.mu.Unlock()
@@ -169,12 +169,12 @@ func (s *Source) HoldPaused() {
 func (s *Source) next() int {
 	for i, ev := range s.queue {
 		switch e := ev.(type) {
-		case *router.Record:
-			if tp := (router.TopicPartition{Topic: e.Topic, Partition: e.Partition}); s.stalled[tp] || (s.holdPaused && s.paused[tp]) {
+		case *port.Record:
+			if tp := (port.TopicPartition{Topic: e.Topic, Partition: e.Partition}); s.stalled[tp] || (s.holdPaused && s.paused[tp]) {
 				continue
 			}
-		case router.EndOfPartition:
-			if s.stalled[router.TopicPartition(e)] {
+		case port.EndOfPartition:
+			if s.stalled[port.TopicPartition(e)] {
 				continue
 			}
 		}
@@ -186,17 +186,17 @@ func (s *Source) next() int {
 // queueEnds queues an EndOfPartition next for each partition that ev leaves
 // with nothing more to read, as a Kafka consumer reports reaching the end.
 func (s *Source) queueEnds(ev any) {
-	var tps []router.TopicPartition
+	var tps []port.TopicPartition
 	switch e := ev.(type) {
-	case *router.Record:
-		tps = []router.TopicPartition{{Topic: e.Topic, Partition: e.Partition}}
-	case router.Assigned:
+	case *port.Record:
+		tps = []port.TopicPartition{{Topic: e.Topic, Partition: e.Partition}}
+	case port.Assigned:
 		tps = e
 	}
 	var ends []any
 	for _, tp := range tps {
 		if s.queued[tp] == 0 {
-			ends = append(ends, router.EndOfPartition(tp))
+			ends = append(ends, port.EndOfPartition(tp))
 		}
 	}
 	if len(ends) > 0 {
@@ -212,29 +212,29 @@ func (s *Source) LoseAssignment() {
 	s.mu.Unlock()
 }
 
-// AssignmentLost implements router.Source.
+// AssignmentLost implements port.Source.
 func (s *Source) AssignmentLost() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lost
 }
 
-// OnRevoke implements router.Source.
-func (s *Source) OnRevoke(f func([]router.TopicPartition, bool)) {
+// OnRevoke implements port.Source.
+func (s *Source) OnRevoke(f func([]port.TopicPartition, bool)) {
 	s.mu.Lock()
 	s.onRevoke = f
 	s.mu.Unlock()
 }
 
-// Committed implements router.Source: what StoreOffset stored (as if
+// Committed implements port.Source: what StoreOffset stored (as if
 // committed at once) or a TxSink committed.
-func (s *Source) Committed(tps []router.TopicPartition) (map[router.TopicPartition]int64, error) {
+func (s *Source) Committed(tps []port.TopicPartition) (map[port.TopicPartition]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.committedErr != nil {
 		return nil, s.committedErr
 	}
-	out := map[router.TopicPartition]int64{}
+	out := map[port.TopicPartition]int64{}
 	for _, tp := range tps {
 		if v, ok := s.stored[tp]; ok {
 			out[tp] = v
@@ -251,9 +251,9 @@ func (s *Source) FailCommitted(err error) {
 	s.committedErr = err
 }
 
-// Seek implements router.Source; it only records the call: tests push the
+// Seek implements port.Source; it only records the call: tests push the
 // records a real consumer would read again.
-func (s *Source) Seek(tp router.TopicPartition, _ int64) error {
+func (s *Source) Seek(tp port.TopicPartition, _ int64) error {
 	s.mu.Lock()
 	s.seeks = append(s.seeks, tp)
 	s.mu.Unlock()
@@ -268,11 +268,11 @@ func (s *Source) Seeks() int {
 	return len(s.seeks)
 }
 
-// GroupMetadata implements router.Source.
+// GroupMetadata implements port.Source.
 func (s *Source) GroupMetadata() (any, error) { return "routertest-group", nil }
 
-// StoreOffset implements router.Source.
-func (s *Source) StoreOffset(tp router.TopicPartition, next int64) error {
+// StoreOffset implements port.Source.
+func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	s.mu.Lock()
 	s.stored[tp] = next
 	s.mu.Unlock()
@@ -280,8 +280,8 @@ func (s *Source) StoreOffset(tp router.TopicPartition, next int64) error {
 	return nil
 }
 
-// Pause implements router.Source.
-func (s *Source) Pause(tps []router.TopicPartition) error {
+// Pause implements port.Source.
+func (s *Source) Pause(tps []port.TopicPartition) error {
 	s.mu.Lock()
 	for _, tp := range tps {
 		s.paused[tp] = true
@@ -291,8 +291,8 @@ func (s *Source) Pause(tps []router.TopicPartition) error {
 	return nil
 }
 
-// Resume implements router.Source.
-func (s *Source) Resume(tps []router.TopicPartition) error {
+// Resume implements port.Source.
+func (s *Source) Resume(tps []port.TopicPartition) error {
 	s.mu.Lock()
 	for _, tp := range tps {
 		delete(s.paused, tp)
@@ -303,7 +303,7 @@ func (s *Source) Resume(tps []router.TopicPartition) error {
 	return nil
 }
 
-// Close implements router.Source.
+// Close implements port.Source.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -313,7 +313,7 @@ func (s *Source) Close() error {
 }
 
 // Stored returns the offset stored for a partition, or -1.
-func (s *Source) Stored(tp router.TopicPartition) int64 {
+func (s *Source) Stored(tp port.TopicPartition) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.stored[tp]; ok {
@@ -323,7 +323,7 @@ func (s *Source) Stored(tp router.TopicPartition) int64 {
 }
 
 // Paused reports whether a partition is paused.
-func (s *Source) Paused(tp router.TopicPartition) bool {
+func (s *Source) Paused(tp port.TopicPartition) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.paused[tp]
@@ -352,23 +352,23 @@ func (s *Source) WaitUntil(ctx context.Context, cond func(*Source) bool) error {
 	}
 }
 
-// Sink is an in-memory router.Sink that keeps every output. By default it
+// Sink is an in-memory port.Sink that keeps every output. By default it
 // acknowledges each output at once; with Hold it keeps acknowledgements until
 // Release, so tests can check what waits for the broker.
 type Sink struct {
 	mu      sync.Mutex
-	outputs []router.Output
-	held    []router.Ack
+	outputs []port.Output
+	held    []port.Ack
 	hold    bool
 	fail    map[string]error
-	acks    chan router.Ack
+	acks    chan port.Ack
 	closed  bool
 	changed changes
 	gate    chan struct{} // non-nil: Produce waits for it to close (Block)
 	waiting chan struct{} // closed when a Produce waits at the gate
 }
 
-var _ router.Sink = (*Sink)(nil)
+var _ port.Sink = (*Sink)(nil)
 
 // Block makes the next Produce calls wait until Unblock, which holds the
 // router's event loop in the middle of a record; the returned channel
@@ -393,7 +393,7 @@ func (k *Sink) Unblock() {
 
 // NewSink returns an empty Sink.
 func NewSink() *Sink {
-	return &Sink{acks: make(chan router.Ack, 1<<16), fail: map[string]error{}}
+	return &Sink{acks: make(chan port.Ack, 1<<16), fail: map[string]error{}}
 }
 
 // Hold keeps acknowledgements from now on until Release.
@@ -421,8 +421,8 @@ func (k *Sink) FailTopic(topic string, err error) {
 	k.mu.Unlock()
 }
 
-// Produce implements router.Sink. It copies the output.
-func (k *Sink) Produce(o *router.Output, opaque any) error {
+// Produce implements port.Sink. It copies the output.
+func (k *Sink) Produce(o *port.Output, opaque any) error {
 	k.mu.Lock()
 	if gate := k.gate; gate != nil {
 		select {
@@ -435,7 +435,7 @@ func (k *Sink) Produce(o *router.Output, opaque any) error {
 		k.mu.Lock()
 	}
 	k.outputs = append(k.outputs, *o)
-	a := router.Ack{Opaque: opaque, Err: k.fail[o.Topic]}
+	a := port.Ack{Opaque: opaque, Err: k.fail[o.Topic]}
 	held := k.hold
 	if held {
 		k.held = append(k.held, a)
@@ -448,10 +448,10 @@ func (k *Sink) Produce(o *router.Output, opaque any) error {
 	return nil
 }
 
-// Acks implements router.Sink.
-func (k *Sink) Acks() <-chan router.Ack { return k.acks }
+// Acks implements port.Sink.
+func (k *Sink) Acks() <-chan port.Ack { return k.acks }
 
-// Close implements router.Sink.
+// Close implements port.Sink.
 func (k *Sink) Close() error {
 	k.mu.Lock()
 	k.closed = true
@@ -460,10 +460,10 @@ func (k *Sink) Close() error {
 }
 
 // Outputs returns the outputs written to topic so far, in order.
-func (k *Sink) Outputs(topic string) []router.Output {
+func (k *Sink) Outputs(topic string) []port.Output {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []router.Output
+	var out []port.Output
 	for _, o := range k.outputs {
 		if o.Topic == topic {
 			out = append(out, o)
@@ -477,7 +477,7 @@ func (k *Sink) Count(topic string) int { return len(k.Outputs(topic)) }
 
 // WaitFor waits until at least n outputs were written to topic, or ctx ends,
 // and returns the outputs of topic.
-func (k *Sink) WaitFor(ctx context.Context, topic string, n int) ([]router.Output, error) {
+func (k *Sink) WaitFor(ctx context.Context, topic string, n int) ([]port.Output, error) {
 	for {
 		wake := k.changed.wait()
 		if outs := k.Outputs(topic); len(outs) >= n {

@@ -7,10 +7,11 @@ import (
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/router"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
-// TxSink is an in-memory router.TxSink. Outputs of a transaction become
+// TxSink is an in-memory port.TxSink. Outputs of a transaction become
 // visible (Outputs, WaitFor) only when it commits; committed offsets go to the
 // Source, as a Kafka transaction commits them for the consumer group.
 type TxSink struct {
@@ -19,7 +20,7 @@ type TxSink struct {
 
 	mu       sync.Mutex
 	open     bool
-	txn      []router.Output
+	txn      []port.Output
 	fail     []error
 	failSend map[string]error // topic -> the error of its next Produce
 	commits  int
@@ -29,7 +30,7 @@ type TxSink struct {
 	batches  []int // outputs of each committed transaction, in order
 	// registered: offsets staged by Register, one map per call, and how
 	// many outputs the open transaction held at each call.
-	registered   []map[router.TopicPartition]int64
+	registered   []map[port.TopicPartition]int64
 	registeredAt []int
 
 	gate        chan struct{} // non-nil: Commit waits for it to close (BlockCommits)
@@ -39,8 +40,8 @@ type TxSink struct {
 }
 
 var (
-	_ router.TxSink      = (*TxSink)(nil)
-	_ router.TxRegistrar = (*TxSink)(nil)
+	_ port.TxSink      = (*TxSink)(nil)
+	_ port.TxRegistrar = (*TxSink)(nil)
 )
 
 // NewTxSink returns a TxSink whose commits store offsets in src.
@@ -63,7 +64,7 @@ func (k *TxSink) FailProduce(topic string, err error) {
 	k.mu.Unlock()
 }
 
-// Begin implements router.TxSink.
+// Begin implements port.TxSink.
 func (k *TxSink) Begin() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -71,8 +72,8 @@ func (k *TxSink) Begin() error {
 	return nil
 }
 
-// Produce implements router.Sink: the output waits in the transaction.
-func (k *TxSink) Produce(o *router.Output, _ any) error {
+// Produce implements port.Sink: the output waits in the transaction.
+func (k *TxSink) Produce(o *port.Output, _ any) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.failSend[o.Topic]; err != nil {
@@ -84,9 +85,9 @@ func (k *TxSink) Produce(o *router.Output, _ any) error {
 	return nil
 }
 
-// Register implements router.TxRegistrar: it notes the offsets staged and
+// Register implements port.TxRegistrar: it notes the offsets staged and
 // how many outputs the transaction held then.
-func (k *TxSink) Register(_ context.Context, offsets map[router.TopicPartition]int64, _ any) error {
+func (k *TxSink) Register(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.registered = append(k.registered, maps.Clone(offsets))
@@ -96,7 +97,7 @@ func (k *TxSink) Register(_ context.Context, offsets map[router.TopicPartition]i
 
 // Registered returns the offsets each Register call staged and how many
 // outputs the transaction held at each call.
-func (k *TxSink) Registered() ([]map[router.TopicPartition]int64, []int) {
+func (k *TxSink) Registered() ([]map[port.TopicPartition]int64, []int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return slices.Clone(k.registered), slices.Clone(k.registeredAt)
@@ -137,8 +138,8 @@ func (k *TxSink) MaxConcurrentCommits() int {
 	return k.maxInCommit
 }
 
-// Commit implements router.TxSink.
-func (k *TxSink) Commit(_ context.Context, offsets map[router.TopicPartition]int64, _ any) error {
+// Commit implements port.TxSink.
+func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
 	k.mu.Lock()
 	k.inCommit++
 	k.maxInCommit = max(k.maxInCommit, k.inCommit)
@@ -173,7 +174,7 @@ func (k *TxSink) Commit(_ context.Context, offsets map[router.TopicPartition]int
 	return nil
 }
 
-// Abort implements router.TxSink.
+// Abort implements port.TxSink.
 func (k *TxSink) Abort(context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -182,7 +183,7 @@ func (k *TxSink) Abort(context.Context) error {
 	return nil
 }
 
-// Reset implements router.TxSink.
+// Reset implements port.TxSink.
 func (k *TxSink) Reset() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -207,11 +208,11 @@ type Restorer struct {
 	Partitions int32
 }
 
-var _ router.Restorer = (*Restorer)(nil)
+var _ port.Restorer = (*Restorer)(nil)
 
-// Restore implements router.Restorer. An output's partition is the one it
+// Restore implements port.Restorer. An output's partition is the one it
 // was written to, or, without one, the murmur2 hash of its key.
-func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]router.PendingRecord, error) {
+func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]port.PendingRecord, error) {
 	want := map[int32]bool{}
 	for _, p := range partitions {
 		want[p] = true
@@ -243,10 +244,10 @@ func (r *Restorer) Restore(_ context.Context, partitions []int32) (map[int32][]r
 		}
 		live[at] = &pi
 	}
-	out := map[int32][]router.PendingRecord{}
+	out := map[int32][]port.PendingRecord{}
 	for _, at := range order {
 		if pi, ok := live[at]; ok {
-			out[at.part] = append(out[at.part], router.PendingRecord{Key: at.key, Intent: pi})
+			out[at.part] = append(out[at.part], port.PendingRecord{Key: at.key, Intent: pi})
 			delete(live, at)
 		}
 	}

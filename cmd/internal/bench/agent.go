@@ -10,9 +10,9 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -45,7 +45,7 @@ func (a *benchAgent) run(ctx context.Context) error {
 	defer a.wg.Wait()
 	ph := a.ph
 	warned := false
-	return kafkaio.Consume(ctx, ph.kafka, ph.cfg.Kafka.GroupID+"-agent", []string{a.topic}, func(rec *router.Record) error {
+	return kafkaio.Consume(ctx, ph.kafka, ph.cfg.Kafka.GroupID+"-agent", []string{a.topic}, func(rec *port.Record) error {
 		now := ph.clock.Now()
 		r := ph.rowOf(rec.Key)
 		if r != nil {
@@ -124,7 +124,7 @@ func (a *benchAgent) serve(ctx context.Context, req *schemas.AgentRequest, r *ro
 // forwardedAt is the opaque of one forwarded record: the offset to store
 // once the copy is acknowledged.
 type forwardedAt struct {
-	tp   router.TopicPartition
+	tp   port.TopicPartition
 	next int64
 }
 
@@ -161,12 +161,12 @@ func (ph *phase) forward(ctx context.Context, groupSuffix, from, to string) erro
 	defer func() { <-acksDone }()
 	for ctx.Err() == nil {
 		switch e := src.Poll(100).(type) {
-		case *router.Record:
-			out := &router.Output{Topic: to, Key: e.Key, Value: e.Value, Headers: e.Headers}
-			if err := sink.Produce(out, &forwardedAt{router.TopicPartition{Topic: e.Topic, Partition: e.Partition}, e.Offset + 1}); err != nil {
+		case *port.Record:
+			out := &port.Output{Topic: to, Key: e.Key, Value: e.Value, Headers: e.Headers}
+			if err := sink.Produce(out, &forwardedAt{port.TopicPartition{Topic: e.Topic, Partition: e.Partition}, e.Offset + 1}); err != nil {
 				return fmt.Errorf("forwarding to %s: %w", to, err)
 			}
-		case *router.FatalError:
+		case *port.FatalError:
 			return e
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router"
 	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
+	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/telemetry"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -390,15 +391,18 @@ func (ph *phase) ignoredSent() int64 {
 // in a registry of the phase's own.
 func (ph *phase) newRouter(ctx context.Context, opts ...router.Option) (*router.Router, error) {
 	ph.reg = prometheus.NewRegistry()
-	src, sink, ropts, _, err := kafkaio.RouterParts(ctx, ph.kafka, ph.cfg, ph.codec)
+	parts, err := kafkaio.RouterParts(ctx, ph.kafka, ph.cfg, ph.codec)
 	if err != nil {
 		return nil, err
 	}
-	ropts = append(append(ropts, router.WithLogger(ph.log), router.WithRegisterer(ph.reg)), opts...)
-	r, err := router.New(ph.cfg, ph.codec, src, sink, ropts...)
+	ropts := []router.Option{
+		router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
+		router.WithLogger(ph.log), router.WithRegisterer(ph.reg),
+	}
+	r, err := router.New(ph.cfg, ph.codec, parts.Source, parts.Sink, append(ropts, opts...)...)
 	if err != nil {
-		_ = src.Close()
-		_ = sink.Close()
+		_ = parts.Source.Close()
+		_ = parts.Sink.Close()
 		return nil, err
 	}
 	return r, nil
@@ -484,7 +488,7 @@ func (ph *phase) publish(ctx context.Context, pub *kafkaio.Producer, seq int64, 
 
 // onResult reads one record of the results topic: a Switchboard result, or
 // in the baseline the agent's response forwarded as it is.
-func (ph *phase) onResult(rec *router.Record) error {
+func (ph *phase) onResult(rec *port.Record) error {
 	now := ph.clock.Now()
 	seq, probe, ok := ph.seqOf(rec.Key)
 	if !ok {

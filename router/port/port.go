@@ -1,4 +1,4 @@
-package router
+package port
 
 import (
 	"context"
@@ -49,9 +49,11 @@ type Output struct {
 	Value     []byte
 	Headers   []Header
 
-	// t waits for this output's acknowledgement (at_least_once): the output
-	// is its own delivery opaque, so a produce allocates nothing more.
-	t *track
+	// Cause belongs to whoever produces the output; a Sink leaves it alone.
+	// The router's at_least_once delivery keeps there the offset track of
+	// the record that caused the output, so that the output is its own
+	// delivery opaque and a produce allocates nothing more.
+	Cause any
 }
 
 // TopicPartition names one partition.

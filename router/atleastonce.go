@@ -1,0 +1,112 @@
+package router
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
+)
+
+// atLeastOnce is the at_least_once delivery: a record's offset is stored for
+// the consumer's automatic commit (Source.StoreOffset) once every output it
+// caused has been acknowledged by the broker (the tracker, track.go). It
+// commits nothing itself, so a failure drops nothing: an output that could
+// not be delivered keeps its record's offset from advancing, and a restart
+// reads the record again.
+type atLeastOnce struct {
+	r        *Router
+	tr       *tracker
+	inflight int // outputs not yet acknowledged
+}
+
+var _ delivery = (*atLeastOnce)(nil)
+
+func newAtLeastOnce(r *Router) *atLeastOnce {
+	d := &atLeastOnce{r: r}
+	d.tr = newTracker(d.storeOffset)
+	return d
+}
+
+func (*atLeastOnce) discarding() bool { return false }
+
+func (d *atLeastOnce) begin(tp port.TopicPartition, offset int64) *track {
+	return d.tr.begin(tp, offset)
+}
+
+// handled releases the hold begin took: the record is done once its outputs
+// are acknowledged.
+func (d *atLeastOnce) handled(t *track) { d.tr.release(t) }
+
+// produce hands o to the Sink; t, if not nil, waits for its acknowledgement.
+// o is its own delivery opaque, so a produce allocates nothing more.
+func (d *atLeastOnce) produce(o *port.Output, t *track) {
+	t.hold()
+	o.Cause = t
+	d.inflight++
+	if err := d.r.sink.Produce(o, o); err != nil {
+		d.ack(port.Ack{Opaque: o, Err: err})
+	}
+}
+
+func (d *atLeastOnce) ack(a port.Ack) {
+	o, ok := a.Opaque.(*port.Output)
+	if !ok {
+		if a.Err != nil {
+			d.r.m.deliveryFailed.Inc()
+		}
+		return
+	}
+	t, _ := o.Cause.(*track)
+	d.inflight--
+	if a.Err != nil {
+		d.r.m.deliveryFailed.Inc()
+		d.tr.fail(t)
+		d.r.fail(fmt.Errorf("router: delivery to %s failed: %w", o.Topic, a.Err))
+	}
+	d.tr.release(t)
+}
+
+func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func() {} }
+
+// commit has nothing to do: the consumer commits the stored offsets.
+func (*atLeastOnce) commit() {}
+
+func (d *atLeastOnce) tick(int64) { d.r.m.uncommitted.Set(float64(d.tr.lag())) }
+
+func (*atLeastOnce) groupCommit()       {}
+func (*atLeastOnce) settle()            {}
+func (*atLeastOnce) restored(*restored) {}
+
+// revoke forgets the partitions' tracks: late acknowledgements for them are
+// ignored, and their next owner reads on from the offsets stored so far.
+func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
+	for _, tp := range tps {
+		d.tr.revoke(tp)
+	}
+}
+
+// finish waits, up to the drain timeout, for the broker to acknowledge the
+// outputs in flight, so that their records' offsets are stored before the
+// Source commits and closes.
+func (d *atLeastOnce) finish() {
+	if d.inflight == 0 {
+		return
+	}
+	deadline := d.r.opts.clock.After(d.r.opts.drainTimeout)
+	acks := d.r.sink.Acks()
+	for d.inflight > 0 {
+		select {
+		case a := <-acks:
+			d.ack(a)
+		case <-deadline:
+			d.r.opts.log.Warn("stopped before the broker acknowledged every output; their records stay uncommitted", "outstanding", d.inflight)
+			return
+		}
+	}
+}
+
+func (d *atLeastOnce) storeOffset(tp port.TopicPartition, next int64) {
+	if err := d.r.src.StoreOffset(tp, next); err != nil {
+		d.r.opts.log.Debug("storing an offset", "topic", tp.Topic, "partition", tp.Partition, "offset", next, "error", err)
+	}
+}

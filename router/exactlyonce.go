@@ -1,0 +1,311 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/port"
+)
+
+// exactlyOnce is the exactly_once delivery: outputs and the offsets of the
+// records that caused them go into Kafka transactions through a TxSink
+// (group commit, opening, committing and dropping transactions). A failed
+// transaction drops the work since the last commit and rewinds the poll
+// goroutine to the committed offsets. See delivery in docs/ARCHITECTURE.md.
+type exactlyOnce struct {
+	r          *Router
+	tx         port.TxSink
+	positions  map[port.TopicPartition]int64 // next offset to read, per owned partition
+	txOpen     bool                          // a transaction holds outputs
+	txBytes    int64                         // the bytes of the open transaction's outputs
+	dirty      bool                          // positions moved since the last commit
+	lastCommit int64
+	// What the open transaction holds, for the batch-size histograms:
+	// records consumed and outputs produced since the last commit.
+	txRecords, txOutputs int
+	dropping             bool // after an abort, until the poll goroutine has rewound
+	// needDrop: a transaction failed during the current event; its work (and
+	// whatever the event did after the failure) is dropped once the event is
+	// handled (see settle). dropFatal: the failure needs a new producer.
+	needDrop, dropFatal bool
+}
+
+var _ delivery = (*exactlyOnce)(nil)
+
+// newExactlyOnce builds the delivery over tx. The dedup window keeps what it
+// adds until a commit, so that an abort can forget it.
+func newExactlyOnce(r *Router, tx port.TxSink) *exactlyOnce {
+	r.engine.resolved.undo = true
+	return &exactlyOnce{r: r, tx: tx, positions: map[port.TopicPartition]int64{}}
+}
+
+func (d *exactlyOnce) discarding() bool { return d.dropping }
+
+// begin moves the record's partition past it: the next commit sends that
+// position with the transaction. Outputs count against nothing.
+func (d *exactlyOnce) begin(tp port.TopicPartition, offset int64) *track {
+	d.positions[tp] = offset + 1
+	d.dirty = true
+	d.txRecords++
+	return nil
+}
+
+// handled commits after the record at hand once the open transaction holds
+// maxTxBytes of outputs, rather than at the next wake-up.
+func (d *exactlyOnce) handled(*track) {
+	if d.txBytes >= maxTxBytes {
+		d.commit()
+	}
+}
+
+// produce hands o to the open transaction, opening one if none is.
+func (d *exactlyOnce) produce(o *port.Output, _ *track) {
+	if d.dropping {
+		return // the transaction failed: this work is redone after the rewind
+	}
+	if !d.txOpen {
+		if err := d.open(); err != nil {
+			d.txFailed(err)
+			return
+		}
+	}
+	if err := d.tx.Produce(o, nil); err != nil {
+		d.txFailed(err)
+	}
+	d.txBytes += int64(len(o.Key) + len(o.Value))
+	d.txOutputs++
+}
+
+// ack counts a failed delivery: the commit will fail and redo the work.
+func (d *exactlyOnce) ack(a port.Ack) {
+	if a.Err != nil {
+		d.r.m.deliveryFailed.Inc()
+	}
+}
+
+// commitTicks: with WithCommitClock, commits are paced by that clock rather
+// than by the wheel's tick.
+func (d *exactlyOnce) commitTicks() (<-chan time.Time, func()) {
+	if d.r.opts.commitClock == nil {
+		return nil, func() {}
+	}
+	t := d.r.opts.commitClock.NewTicker(d.r.cfg.Router.CommitInterval.D())
+	return t.Chan(), t.Stop
+}
+
+// tick commits when commit_interval has passed since the last commit (and no
+// commit clock paces commits).
+func (d *exactlyOnce) tick(nowMs int64) {
+	if d.r.opts.commitClock == nil && nowMs-d.lastCommit >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
+		d.commit()
+	}
+}
+
+// restored ends the discarding after a rewind, and takes the committed
+// offsets of the partitions taken over as their positions.
+func (d *exactlyOnce) restored(ev *restored) {
+	if ev.rewind {
+		d.dropping = false
+	}
+	for _, tp := range ev.tps {
+		if off, ok := ev.committed[tp]; ok {
+			d.positions[tp] = off
+		}
+	}
+}
+
+// revoke commits the work on the partitions before they go, or, when they
+// are lost, drops it: another member may own them already.
+func (d *exactlyOnce) revoke(tps []port.TopicPartition, lost bool) {
+	if lost {
+		d.abandon("partitions lost")
+	} else {
+		d.commit()
+	}
+	for _, tp := range tps {
+		delete(d.positions, tp)
+	}
+}
+
+// finish commits the last transaction, unless it failed.
+func (d *exactlyOnce) finish() {
+	if !d.dropping {
+		d.commit()
+	}
+}
+
+// groupCommit commits the open transaction (exactly_once) as soon as it
+// holds outputs. The loop is the only committer and a commit blocks it, so
+// one commit is in flight at a time; what arrives meanwhile queues up and
+// goes into the next transaction, taken whole by the next wake-up. Batches
+// thus grow with the load, and an idle router commits each event at once
+// instead of waiting for a commit_interval tick. A transaction that only
+// moved positions (records that caused nothing) waits for commit_interval,
+// which bounds how long any work stays uncommitted.
+func (d *exactlyOnce) groupCommit() {
+	if d.txOpen && !d.dropping {
+		d.commit()
+	}
+}
+
+// open opens a transaction for outputs and, when the sink can, registers it
+// with its coordinator before the first output (see TxRegistrar).
+func (d *exactlyOnce) open() error {
+	if err := d.tx.Begin(); err != nil {
+		return err
+	}
+	d.txOpen = true
+	reg, ok := d.tx.(port.TxRegistrar)
+	if !ok {
+		return nil
+	}
+	offsets := d.ownedOffsets()
+	if len(offsets) == 0 {
+		return nil
+	}
+	group, err := d.r.src.GroupMetadata()
+	if err != nil {
+		return &port.TxnError{Err: err, Abortable: true}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return reg.Register(ctx, offsets, group)
+}
+
+// ownedOffsets are the positions of the partitions this instance owns.
+func (d *exactlyOnce) ownedOffsets() map[port.TopicPartition]int64 {
+	offsets := make(map[port.TopicPartition]int64, len(d.positions))
+	for tp, off := range d.positions {
+		if d.r.assigned[tp] {
+			offsets[tp] = off
+		}
+	}
+	return offsets
+}
+
+// commit commits the open transaction with the positions of every owned
+// partition (exactly_once). Sending offsets in every transaction, even one
+// that only holds a timer's outputs, is what fences a zombie instance: its
+// commit fails once the group has moved on.
+func (d *exactlyOnce) commit() {
+	defer d.settle()
+	now := d.r.opts.clock.Now()
+	d.lastCommit = now.UnixMilli()
+	if d.dropping {
+		return // the last transaction aborted: nothing is open until the rewind
+	}
+	if !d.txOpen && !d.dirty {
+		return
+	}
+	if d.r.src.AssignmentLost() {
+		// The group has moved on without this member (session timeout,
+		// fencing): a commit now might not be fenced, and another member may
+		// already be redoing this work. Drop it; the revocation follows.
+		d.abandon("assignment lost")
+		return
+	}
+	offsets := d.ownedOffsets()
+	if !d.txOpen {
+		if len(offsets) == 0 {
+			d.dirty = false
+			return
+		}
+		if err := d.tx.Begin(); err != nil {
+			d.txFailed(err)
+			return
+		}
+		d.txOpen = true
+	}
+	group, err := d.r.src.GroupMetadata()
+	if err != nil {
+		d.txFailed(&port.TxnError{Err: err, Abortable: true})
+		return
+	}
+	// Bounded: the loop waits here, and a commit that cannot finish in this
+	// time is better aborted and redone.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for try := 1; ; try++ {
+		err = d.tx.Commit(ctx, offsets, group)
+		var te *port.TxnError
+		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		d.txFailed(err)
+		return
+	}
+	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.r.engine.resolved.commit()
+	d.r.m.committed.Inc()
+	d.r.m.commitSeconds.Observe(d.r.opts.clock.Since(now).Seconds())
+	d.r.m.txRecords.Observe(float64(d.txRecords))
+	d.r.m.txOutputs.Observe(float64(d.txOutputs))
+	d.txRecords, d.txOutputs = 0, 0
+}
+
+// txFailed marks the open transaction failed: nothing more is produced, and
+// once the current event is handled settle aborts it (or, after a
+// fatal error, replaces the producer) and redoes the work from the last
+// committed state. Dropping at once would let the rest of the event add state
+// (pending intents, resolutions) that outlives the abort.
+func (d *exactlyOnce) txFailed(err error) {
+	d.r.opts.log.Warn("transaction failed: redoing its work from the last commit", "error", err)
+	var te *port.TxnError
+	d.dropFatal = d.dropFatal || (errors.As(err, &te) && te.Fatal)
+	d.needDrop, d.dropping = true, true
+}
+
+// settle, after an event in which a transaction failed, drops the
+// work since the last commit (every owned partition is forgotten) and asks
+// the poll goroutine to rewind to the committed offsets and restore.
+func (d *exactlyOnce) settle() {
+	if !d.needDrop {
+		return
+	}
+	fatal := d.dropFatal
+	d.needDrop, d.dropFatal = false, false
+	d.dropWork(fatal)
+	select {
+	case d.r.rewinds <- struct{}{}:
+	default:
+	}
+}
+
+// abandon aborts the open transaction and forgets every owned partition's
+// state, without rewinding: the partitions are being taken away.
+func (d *exactlyOnce) abandon(why string) {
+	d.r.opts.log.Warn("abandoning the open transaction", "reason", why)
+	d.dropWork(false)
+}
+
+// dropWork undoes everything since the last commit: it aborts the open
+// transaction (or, when the producer is beyond that, replaces it) and forgets
+// the state of every owned partition and the resolutions since the commit.
+func (d *exactlyOnce) dropWork(fatal bool) {
+	d.r.m.transactions.WithLabelValues("aborted").Inc()
+	if !fatal && d.txOpen {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := d.tx.Abort(ctx); err != nil {
+			fatal = true
+			d.r.opts.log.Warn("abort failed: replacing the producer", "error", err)
+		}
+		cancel()
+	}
+	if fatal {
+		if err := d.tx.Reset(); err != nil {
+			d.r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
+		}
+	}
+	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.txRecords, d.txOutputs = 0, 0
+	d.r.engine.resolved.rollback()
+	for tp := range d.r.assigned {
+		if tp.Topic == d.r.cfg.Topics.Requests {
+			d.r.engine.forgetPartition(tp.Partition)
+		}
+	}
+}
