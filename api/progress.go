@@ -61,18 +61,7 @@ func (r *Results) AddProgress(partition int32, offset int64, p *schemas.IntentPr
 		pf.mark(p.IntentID, progressMark{partition, offset}, r.st.maxEntries)
 	}
 	ev := &event{kind: StreamProgress, hasPos: hasPos, partition: partition, offset: offset, progress: p}
-	r.seq++
-	for s := range pf.byIntent[p.IntentID] {
-		r.deliver(s, ev)
-	}
-	if p.SessionID != nil {
-		for s := range pf.bySession[*p.SessionID] {
-			r.deliver(s, ev)
-		}
-	}
-	for s := range pf.byType[p.IntentType] {
-		r.deliver(s, ev)
-	}
+	r.fanOutEvent(&pf.index, ev, p.IntentID, p.SessionID, p.IntentType)
 	for w := range pf.watches[p.IntentID] {
 		if w.admitsProgress(p) {
 			w.offer(WatchEvent{Progress: p, Partition: partition, Offset: offset, hasPos: hasPos})
@@ -107,11 +96,11 @@ func (s *subscriber) admitsProgress(p *schemas.IntentProgress) bool {
 // subscribeProgress registers the progress half of a subscription that asked
 // for it: its session, its intent type, and those of its intent ids s now
 // holds (an id whose result was sent at once has no progress to come).
-func (r *Results) subscribeProgress(s *subscriber, f subscription) {
+func (h *hub) subscribeProgress(s *subscriber, f subscription) {
 	if !f.Progress {
 		return
 	}
-	pf, ps := &r.prog, &s.prog
+	pf, ps := &h.prog, &s.prog
 	if f.SessionID != "" {
 		addSet(&ps.sessions, f.SessionID)
 		addIndexLazy(&pf.bySession, f.SessionID, s)
@@ -129,8 +118,8 @@ func (r *Results) subscribeProgress(s *subscriber, f subscription) {
 }
 
 // unsubscribeProgress removes the progress half of f's entries from s.
-func (r *Results) unsubscribeProgress(s *subscriber, f subscription) {
-	pf, ps := &r.prog, &s.prog
+func (h *hub) unsubscribeProgress(s *subscriber, f subscription) {
+	pf, ps := &h.prog, &s.prog
 	for _, id := range f.IntentIDs {
 		delete(ps.intents, id)
 		removeIndex(pf.byIntent, id, s)
@@ -146,16 +135,16 @@ func (r *Results) unsubscribeProgress(s *subscriber, f subscription) {
 }
 
 // unsubscribeAllProgress removes every progress subscription of s.
-func (r *Results) unsubscribeAllProgress(s *subscriber) {
-	r.prog.drop(s, &s.prog)
+func (h *hub) unsubscribeAllProgress(s *subscriber) {
+	h.prog.drop(s, &s.prog)
 }
 
 // endProgress ends s's progress subscription to an intent id whose result
 // it was sent: no progress of it comes after its result.
-func (r *Results) endProgress(s *subscriber, id string) {
+func (h *hub) endProgress(s *subscriber, id string) {
 	if _, ok := s.prog.intents[id]; ok {
 		delete(s.prog.intents, id)
-		removeIndex(r.prog.byIntent, id, s)
+		removeIndex(h.prog.byIntent, id, s)
 	}
 }
 
