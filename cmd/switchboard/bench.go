@@ -20,9 +20,12 @@ latency, not as a lower offered rate.
 It reports offered and achieved throughput; end-to-end latency (request
 record timestamp to result record timestamp) and, as a caller sees it, to
 when the result was read; the router's added latency (dispatch record minus
-request record; result record minus response record); outcomes; the
-router's peak pending intents; and the process's CPU and RSS. Record
-timestamps are whole milliseconds. A progress line goes to stderr every
+request record; result record minus response record); each hop's
+write-to-read time (a dispatch's or a result's record timestamp to when
+the agent or the caller read it: under exactly_once, the commit, its
+markers and the read_committed fetch); outcomes; the router's peak
+pending intents; and the process's CPU and RSS. Record timestamps
+are whole milliseconds. A progress line goes to stderr every
 second; the report to stdout, as a table or with --json as JSON.
 
 --step-up raises the rate by --step every --step-duration, from

@@ -10,7 +10,9 @@
 # Environment (defaults in brackets): AB_ROUNDS [5], AB_RATES [200 1000],
 # AB_DELIVERIES [at_least_once exactly_once], AB_DURATION [10s],
 # AB_BENCH_ARGS (e.g. --brokers 127.0.0.1:9092 or --config FILE) [--brokers 127.0.0.1:9092].
-# Each run's JSON report stays in OUT_DIR.
+# Each run's JSON report stays in OUT_DIR; each benchmark line also carries
+# the host's 1-minute load average when the run started (load1): on a
+# shared host, say so next to the figures.
 set -euo pipefail
 [[ $# == 3 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY OUT_DIR" >&2; exit 2; }
 old=$1 new=$2 out=$3
@@ -29,12 +31,13 @@ for round in $(seq 1 "$rounds"); do
 				bin=$old
 				[[ $side == new ]] && bin=$new
 				json=$out/$side-$d-$r-$round.json
+				load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
 				"$bin" bench "${args[@]}" --delivery "$d" --rate "$r" --duration "$duration" --json >"$json" 2>"$json.err" || {
 					echo "ab: $side $d $r round $round failed (see $json.err)" >&2
 					continue
 				}
-				jq -r --arg name "BenchmarkE2E/$d/rate=$r" '.router as $p |
-					"\($name) 1 \(($p.latency_ms.end_to_end_observed.p50 * 1e6) | floor) ns/op \($p.latency_ms.end_to_end_observed.p50) p50-ms \($p.latency_ms.end_to_end_observed.p99) p99-ms \($p.broker_per_intent.requests // 0) broker-req/intent \($p.process_cpu_cores) cores"' \
+				jq -r --arg name "BenchmarkE2E/$d/rate=$r" --arg load "$load" '.router as $p |
+					"\($name) 1 \(($p.latency_ms.end_to_end_observed.p50 * 1e6) | floor) ns/op \($p.latency_ms.end_to_end_observed.p50) p50-ms \($p.latency_ms.end_to_end_observed.p99) p99-ms \($p.broker_per_intent.requests // 0) broker-req/intent \($p.broker_per_intent.produce // 0) produce/intent \($p.process_cpu_cores) cores \($load) load1"' \
 					"$json" >>"$out/$side.txt"
 				echo "ab: round $round $d ${r}/s $side: $(tail -1 "$out/$side.txt")"
 			done

@@ -29,7 +29,7 @@ type Producer struct {
 // delivery timeout; a record the broker denies for want of an ACL fails
 // with one too.
 func NewProducer(s Settings) (*Producer, error) {
-	p, w, err := newProducer(s, "producer", producerSettings)
+	p, w, err := newProducer(s, "producer", producerSettings(s))
 	if err != nil {
 		return nil, err
 	}

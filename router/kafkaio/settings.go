@@ -83,12 +83,33 @@ func (s Settings) configMapFor(kind string, owned kafka.ConfigMap) (*kafka.Confi
 	return &cm, nil
 }
 
-// producerSettings are what every Switchboard producer uses.
-var producerSettings = kafka.ConfigMap{
-	"partitioner":               "murmur2_random",
-	"enable.idempotence":        true,
-	"acks":                      "all",
-	"go.delivery.report.fields": "none",
+// producerSettings are what every Switchboard producer uses, and a linger
+// of 0 unless kafka.properties sets linger.ms (or its alias
+// queue.buffering.max.ms).
+//
+// librdkafka's default linger is 5 ms, and an intent crosses four producers
+// on its way (request, dispatch, response, result): at_least_once paid
+// 20 ms of its ~26 ms p50 in lingers on an idle router. With linger 0 a
+// record goes out at once, and batching under load still happens, because
+// records queue up while a produce request to the same broker is in flight
+// (BENCHMARKS.md "Issue 16: where the milliseconds go" counts the produce
+// requests per intent with and without it). The transactional producers
+// flush at each commit, which sends at once whatever the linger, so
+// exactly_once's dispatch and result do not wait for it; its request and
+// answer do.
+func producerSettings(s Settings) kafka.ConfigMap {
+	m := kafka.ConfigMap{
+		"partitioner":               "murmur2_random",
+		"enable.idempotence":        true,
+		"acks":                      "all",
+		"go.delivery.report.fields": "none",
+	}
+	_, linger := s.Properties["linger.ms"]
+	_, alias := s.Properties["queue.buffering.max.ms"]
+	if !linger && !alias {
+		m["linger.ms"] = 0
+	}
+	return m
 }
 
 // routerProducerSettings are the router's producers' (Sink, TxSink):
@@ -99,10 +120,7 @@ var producerSettings = kafka.ConfigMap{
 // Produce wait up to a second for room, then fail (the router's delivery
 // failure handling takes over).
 func routerProducerSettings(s Settings) kafka.ConfigMap {
-	m := kafka.ConfigMap{}
-	for k, v := range producerSettings {
-		m[k] = v
-	}
+	m := producerSettings(s)
 	if _, set := s.Properties["queue.buffering.max.kbytes"]; !set {
 		m["queue.buffering.max.kbytes"] = 128 << 10
 	}

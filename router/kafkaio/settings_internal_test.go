@@ -76,3 +76,26 @@ func TestRouterClientsBoundTheirBuffers(t *testing.T) {
 	}
 	_ = consumer.Close()
 }
+
+// Every Switchboard producer sends at once (linger.ms 0) unless
+// kafka.properties sets a linger, under either of its names.
+func TestProducersLingerZeroUnlessSet(t *testing.T) {
+	for _, m := range []kafka.ConfigMap{producerSettings(Settings{}), routerProducerSettings(Settings{})} {
+		if m["linger.ms"] != 0 {
+			t.Errorf("default producer settings: linger.ms %v, want 0", m["linger.ms"])
+		}
+	}
+	for _, key := range []string{"linger.ms", "queue.buffering.max.ms"} {
+		s := Settings{Bootstrap: "b:1", Properties: map[string]string{key: "7"}}
+		if _, set := routerProducerSettings(s)["linger.ms"]; set {
+			t.Errorf("kafka.properties sets %s: the router still insists on linger.ms", key)
+		}
+		cm, err := s.configMapFor("producer", producerSettings(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (*cm)[key] != "7" {
+			t.Errorf("kafka.properties' %s was not passed on: %v", key, *cm)
+		}
+	}
+}

@@ -44,10 +44,15 @@ type txLane struct {
 	wg sync.WaitGroup
 }
 
-var (
-	_ port.TxSink      = (*TxSink)(nil)
-	_ port.TxRegistrar = (*TxSink)(nil)
-)
+// TxSink is not a port.TxRegistrar: staging the offsets before a
+// transaction's first output cost the event loop a second AddOffsetsToTxn
+// and TxnOffsetCommit round trip per transaction, on the dispatch's path,
+// to spare a lane reused before its last transaction completed librdkafka's
+// 20 ms retry of AddPartitionsToTxn. With two lanes a lane is reused one
+// whole transaction after its last commit, by when the broker has mostly
+// written that commit's markers (BENCHMARKS.md, issue 16: "where the
+// milliseconds go").
+var _ port.TxSink = (*TxSink)(nil)
 
 // NewTxSink creates the producers and initialises their transactions.
 func NewTxSink(ctx context.Context, s Settings, transactionalID string) (*TxSink, error) {
@@ -174,12 +179,6 @@ func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int
 		return err
 	}
 	return txnError(k.lanes[k.cur].p.CommitTransaction(ctx))
-}
-
-// Register implements port.TxRegistrar: the offsets staged now are
-// replaced by those Commit sends.
-func (k *TxSink) Register(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
-	return k.sendOffsets(ctx, offsets, group)
 }
 
 func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {

@@ -277,6 +277,7 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	for name, s := range map[string]latencyStats{
 		"end_to_end": l.EndToEnd, "end_to_end_observed": l.EndToEndObserved, "request_to_dispatch": l.RequestToDispatch,
 		"response_to_result": l.ResponseToResult, "publish_to_agent": l.PublishToAgent, "agent_to_result": l.AgentToResult,
+		"dispatch_to_agent": l.DispatchToAgent, "result_to_caller": l.ResultToCaller,
 	} {
 		if s.N != uint64(r.Sent) || s.P50 < 0 || s.P50 > s.P90 || s.P90 > s.P99 || s.P99 > s.P999 || s.P999 > s.Max || s.Max > 60_000 {
 			t.Errorf("%s: %+v", name, s)

@@ -99,7 +99,14 @@ type latencies struct {
 	ResponseToResult  latencyStats `json:"response_to_result"`        // result record − response record
 	PublishToAgent    latencyStats `json:"publish_to_agent_observed"` // dispatch read by the agent − request sent
 	AgentToResult     latencyStats `json:"agent_to_result_observed"`  // result read − response sent
-	GeneratorLag      latencyStats `json:"generator_lag"`             // request sent − its scheduled time
+	// A hop's write-to-read time: from a record's timestamp (set when its
+	// producer was handed it) to when its read_committed reader had it.
+	// Under exactly_once that is the router's commit, the markers and the
+	// reader's fetch; under at_least_once the linger, the produce and the
+	// fetch. The timestamp's 1 ms resolution makes them up to 1 ms long.
+	DispatchToAgent latencyStats `json:"dispatch_to_agent"` // dispatch read by the agent − dispatch record
+	ResultToCaller  latencyStats `json:"result_to_caller"`  // result read − result record
+	GeneratorLag    latencyStats `json:"generator_lag"`     // request sent − its scheduled time
 	// The router's own share, in µs resolution, from its histogram
 	// switchboard_router_record_seconds: poll to outputs handed to the
 	// producer (no Kafka hop in it). Quantiles are interpolated within the
@@ -194,6 +201,8 @@ func (ph *phase) report() *phaseReport {
 		respRes
 		pubAgent
 		agentRes
+		dispVis
+		resVis
 		genLag
 		nHist
 	)
@@ -256,6 +265,7 @@ func (ph *phase) report() *phaseReport {
 		if d := int64(r.disp.Load()); d > 0 {
 			h[reqDisp].record((d - req) / 1000)
 			h[pubAgent].record(int64(r.dispSeen.Load()) - sent)
+			h[dispVis].record(max(int64(r.dispSeen.Load())-d, 0))
 		}
 		res := int64(r.res.Load())
 		if res == 0 {
@@ -277,6 +287,7 @@ func (ph *phase) report() *phaseReport {
 		h[e2e].record((res - req) / 1000)
 		byOutcome[oc-1].record((res - req) / 1000)
 		h[e2eObs].record(seen - sent)
+		h[resVis].record(max(seen-res, 0))
 		if resp := int64(r.resp.Load()); resp > 0 && (oc == answered || oc == agentError) {
 			h[respRes].record((res - resp) / 1000)
 			h[agentRes].record(seen - int64(r.respSent.Load()))
@@ -306,6 +317,7 @@ func (ph *phase) report() *phaseReport {
 		EndToEnd: stats(&h[e2e], msUnits), EndToEndObserved: stats(&h[e2eObs], usUnits),
 		RequestToDispatch: stats(&h[reqDisp], msUnits), ResponseToResult: stats(&h[respRes], msUnits),
 		PublishToAgent: stats(&h[pubAgent], usUnits), AgentToResult: stats(&h[agentRes], usUnits),
+		DispatchToAgent: stats(&h[dispVis], usUnits), ResultToCaller: stats(&h[resVis], usUnits),
 		GeneratorLag: stats(&h[genLag], usUnits),
 	}
 	if ph.reg != nil {

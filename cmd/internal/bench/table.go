@@ -133,6 +133,8 @@ func (r *benchReport) writeTable(w io.Writer) {
 			{"response → result (record ts)", l.ResponseToResult},
 			{"publish → agent, observed", l.PublishToAgent},
 			{"agent → result, observed", l.AgentToResult},
+			{"dispatch record → agent read", l.DispatchToAgent},
+			{"result record → caller read", l.ResultToCaller},
 			{"generator lag", l.GeneratorLag},
 			{"in router, request (µs histogram)", l.InRouterRequest},
 			{"in router, response (µs histogram)", l.InRouterResponse},
