@@ -14,6 +14,11 @@ import (
 // longer held by the broker (retention deleted it).
 var ErrOffsetOutOfRange = errors.New("kafkaio: offset out of range")
 
+// ErrTransactionStuck: a transactional call into librdkafka did not return
+// within its deadline and a grace period after it (librdkafka#5456,
+// #5511). The router's TxSink abandons that producer and opens new ones.
+var ErrTransactionStuck = errors.New("kafkaio: a transactional call did not return")
+
 // What a broker's refusal of a client means. Errors that wrap them are
 // *RefusedError, whose message is the one line a command prints.
 var (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -35,6 +36,7 @@ type TxSink struct {
 	cur    int        // the lane of the open (or last) transaction
 	acks   chan port.Ack
 	failed atomic.Int64
+	grace  time.Duration // stuckGrace unless set (tests)
 }
 
 // txLane is one transactional producer and its delivery-report reader.
@@ -42,6 +44,57 @@ type txLane struct {
 	p  *kafka.Producer
 	w  *watch
 	wg sync.WaitGroup
+	// stuck is set when a transactional call on p did not return in time
+	// (see bounded): the lane is abandoned, never called or closed again.
+	stuck bool
+}
+
+// stuckGrace is how long past its context's deadline a transactional call
+// may still run before its lane is given up as stuck. librdkafka's
+// send_offsets_to_transaction ignores its timeout while the group
+// coordinator is down (librdkafka#5456) and can wait for good when the
+// cached coordinator was decommissioned (librdkafka#5511, seen in the drill
+// after a broker restart: a router sat in it for five minutes, its
+// rebalance never ended and its partitions were served by nobody).
+const stuckGrace = 5 * time.Second
+
+// bounded runs call and returns its error, or ErrTransactionStuck once ctx
+// is done and call has not returned grace later. A call that never returns
+// keeps its goroutine: the caller must abandon whatever it uses.
+func bounded(ctx context.Context, grace time.Duration, call func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return ErrTransactionStuck
+	}
+}
+
+// call runs a blocking transactional call on the current lane, bounded: a
+// call that outlives its deadline by stuckGrace abandons the lane and is a
+// fatal TxnError, so the router replaces both lanes (Reset) and the new
+// producers' InitTransactions fence the abandoned one.
+func (k *TxSink) call(ctx context.Context, what string, fn func(p *kafka.Producer) error) error {
+	l := k.lanes[k.cur]
+	grace := stuckGrace
+	if k.grace > 0 {
+		grace = k.grace
+	}
+	err := bounded(ctx, grace, func() error { return fn(l.p) })
+	if errors.Is(err, ErrTransactionStuck) {
+		l.stuck = true
+		return &port.TxnError{Err: fmt.Errorf("%w: %s on %s ran %v past its deadline; the producer is abandoned and replaced", err, what, k.txID, grace), Fatal: true}
+	}
+	return txnError(err)
 }
 
 // TxSink is not a port.TxRegistrar: staging the offsets before a
@@ -178,7 +231,7 @@ func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int
 	if err := k.sendOffsets(ctx, offsets, group); err != nil {
 		return err
 	}
-	return txnError(k.lanes[k.cur].p.CommitTransaction(ctx))
+	return k.call(ctx, "commit_transaction", func(p *kafka.Producer) error { return p.CommitTransaction(ctx) })
 }
 
 func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
@@ -193,18 +246,23 @@ func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartitio
 	for tp, off := range offsets {
 		tps = append(tps, kafka.TopicPartition{Topic: &tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(off)})
 	}
-	return txnError(k.lanes[k.cur].p.SendOffsetsToTransaction(ctx, tps, gm))
+	return k.call(ctx, "send_offsets_to_transaction", func(p *kafka.Producer) error {
+		return p.SendOffsetsToTransaction(ctx, tps, gm)
+	})
 }
 
 // Abort implements port.TxSink.
 func (k *TxSink) Abort(ctx context.Context) error {
-	return txnError(k.lanes[k.cur].p.AbortTransaction(ctx))
+	return k.call(ctx, "abort_transaction", func(p *kafka.Producer) error { return p.AbortTransaction(ctx) })
 }
 
-// Reset implements port.TxSink: both lanes are replaced.
+// Reset implements port.TxSink: both lanes are replaced (a stuck one is
+// left as it is, not closed: closing waits for the call it is stuck in).
 func (k *TxSink) Reset() error {
 	for _, l := range k.lanes {
-		l.close()
+		if !l.stuck {
+			l.close()
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
 	defer cancel()
@@ -221,7 +279,14 @@ func (k *TxSink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
 	defer cancel()
 	for _, l := range k.lanes {
-		_ = l.p.AbortTransaction(ctx) // nothing open is the usual case: its error is expected
+		if l.stuck {
+			continue
+		}
+		// Nothing open is the usual case: its error is expected. An abort
+		// stuck past its deadline leaves the lane as it is.
+		if errors.Is(bounded(ctx, stuckGrace, func() error { return l.p.AbortTransaction(ctx) }), ErrTransactionStuck) {
+			continue
+		}
 		l.close()
 	}
 	return nil
