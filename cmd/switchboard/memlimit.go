@@ -15,6 +15,14 @@ import (
 // and pebble's memory included (BENCHMARKS.md).
 const memoryBaseline = 64 << 20
 
+// cWorkingSet is what librdkafka and the C allocator hold under load beyond
+// the prefetch and the lookup cache: the producers' copies of records until
+// they are acknowledged, and freed buffers the C allocator keeps. Measured:
+// with 1 MB intents flowing, 96 MiB of the resident set was outside Go's
+// heap against 32 MiB counted (BENCHMARKS.md, "Pending memory: what a
+// pending intent costs"); idle, about 30 MiB.
+const cWorkingSet = 64 << 20
+
 // streamQueuesCounted is how many WebSocket clients' full send queues the
 // derived limit makes room for: a client whose queue is full is dropped
 // (1013), so many full at once is rare; more than this pushes the heap past
@@ -28,9 +36,9 @@ type memoryBudget struct {
 	from                     string // "derived", "router.memory_limit_bytes" or "GOMEMLIMIT"
 	pending, results, stream int64
 	// outsideGo is what librdkafka and pebble allocate in C, which Go's
-	// limit does not see: the router consumer's prefetch bound and the
-	// lookup store's block cache. (Producers' unacknowledged outputs, up to
-	// 128 MiB each, are C memory too, held only while the broker is slow.)
+	// limit does not see: the router consumer's prefetch bound, the lookup
+	// store's block cache and cWorkingSet. (Producers' unacknowledged
+	// outputs, up to 128 MiB each while the broker is slow, can be more.)
 	outsideGo int64
 	// process is router.memory_limit_bytes, the whole process's budget;
 	// 0 when the limit is derived.
@@ -52,7 +60,7 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 		b.stream = api.DefaultSendQueueBytes
 	}
 	b.stream *= streamQueuesCounted
-	b.outsideGo = 16<<20 + int64(cfg.HTTP.Lookup.CacheMB)<<20
+	b.outsideGo = 16<<20 + int64(cfg.HTTP.Lookup.CacheMB)<<20 + cWorkingSet
 	b.limit = b.pending + b.results + b.stream + memoryBaseline
 	if p := cfg.Router.MemoryLimitBytes; p > 0 {
 		b.process, b.from = p, "router.memory_limit_bytes"
