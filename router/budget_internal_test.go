@@ -14,8 +14,15 @@ func TestByteGateArithmetic(t *testing.T) {
 		pending, onTheirWay int64
 		full                bool
 	}{
-		{0, 0, false}, {999, 0, false}, {900, 100, true}, {950, 0, true}, {900, 0, true}, {899, 0, false},
-		{999, 0, false}, {1000, 500, true}, {0, 899, false},
+		{0, 0, false},
+		{999, 0, false},
+		{900, 100, true},
+		{950, 0, true},
+		{900, 0, true},
+		{899, 0, false},
+		{999, 0, false},
+		{1000, 500, true},
+		{0, 899, false},
 	} {
 		if got := g.update(step.pending, step.onTheirWay); got != step.full {
 			t.Fatalf("pending %d + %d on their way: full %v, want %v", step.pending, step.onTheirWay, got, step.full)
@@ -68,8 +75,14 @@ func TestByteGateClosesBeforeTheMemoryLimit(t *testing.T) {
 		live, onTheirWay int64
 		full             bool
 	}{
-		{500, 0, false}, {899, 0, false}, {850, 50, true}, {850, 0, true}, {810, 0, true}, {809, 0, false},
-		{1200, 0, true}, {700, 100, false},
+		{500, 0, false},
+		{899, 0, false},
+		{850, 50, true},
+		{850, 0, true},
+		{810, 0, true},
+		{809, 0, false},
+		{1200, 0, true},
+		{700, 100, false},
 	} {
 		live = step.live
 		if got := g.update(0, step.onTheirWay); got != step.full {

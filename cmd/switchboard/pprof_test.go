@@ -20,7 +20,9 @@ func TestProfilesAreServedOnTheirOwnListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs strings.Builder
 	if err := startProfiling(ctx, addr, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
@@ -56,7 +58,7 @@ func waitClosed(addr string) error {
 		if err != nil {
 			return nil
 		}
-		c.Close()
+		_ = c.Close()
 		runtime.Gosched()
 	}
 	return fmt.Errorf("%s still accepts connections 30 s after serve ended", addr)
