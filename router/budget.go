@@ -2,6 +2,8 @@ package router
 
 import (
 	"fmt"
+	"math"
+	rtmetrics "runtime/metrics"
 	"unsafe"
 
 	"github.com/switchboard-mcp/switchboard/intents"
@@ -95,23 +97,102 @@ func (b *budget) admits(p *pending) bool {
 	return b.perTenant <= 0 || t == "" || b.tenants[t]+p.size() <= b.perTenant
 }
 
-// byteGate is the poll goroutine's pause for router.max_pending_bytes: full
-// once what the pending intents hold plus what is on its way to the loop
-// reaches max, until it is below 90% of max (hysteresis).
+// byteGate is the poll goroutine's pause for router.max_pending_bytes and
+// for Go's soft memory limit. It is full once either holds, and stays full
+// until both are below 90% of their bound (hysteresis):
+//
+//   - the budget: what the pending intents cost in memory reaches
+//     router.max_pending_bytes. Their cost is their bytes plus the bytes on
+//     their way to the loop, times the collector's growth factor: Go lets
+//     the heap grow to its goal (twice what the last collection found live,
+//     GOGC=100) before it collects again, so each live byte brings up to
+//     one byte of garbage with it (the record's value, the dispatch and
+//     changelog encodes of the intents that came before). The factor is the
+//     runtime's own goal ÷ live, between 1 and 1 + GOGC/100: 2 while the
+//     soft limit is far, nearer 1 as the heap nears it (the limit then
+//     lowers the goal). So the pending intents' share of the resident set
+//     stays within the budget, not twice it.
+//   - the heap: Go's live heap (as the last collection found it) plus the
+//     bytes on their way reaches 90% of Go's soft memory limit. The limit is
+//     soft: with the live heap at it the collector would run back to back
+//     (for at most about half the CPU, the runtime's limiter) and the heap
+//     would pass it anyway. Closing intake at 90% leaves the collector a
+//     tenth of the limit to work in; responses keep flowing (only the
+//     requests partitions pause), so pending intents resolve and the heap
+//     comes down. What else fills the heap (the API's result store, stream
+//     queues) takes its room from the pending intents this way, never the
+//     other way round.
 type byteGate struct {
-	max  int64 // 0: no bound
+	max  int64 // router.max_pending_bytes; 0: no bound
 	full bool
+	// The cost and heap figures of the last update, for the log.
+	cost, live, limit int64
 }
 
-// update reports whether the requests partitions stay paused, held being
-// the pending bytes plus the bytes queued for the loop.
-func (g *byteGate) update(held int64) bool {
+// gateHeap reads the collector's figures for the gate (tests state them).
+var gateHeap = readHeap
+
+// heapStats is what the gate reads of Go's collector.
+type heapStats struct {
+	live  int64 // the heap the last collection marked live
+	goal  int64 // the heap size at which the next collection ends
+	limit int64 // the soft memory limit; math.MaxInt64 when none
+	gogc  int64 // GOGC; negative when off
+}
+
+var heapSamples = []string{"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/gc/gomemlimit:bytes", "/gc/gogc:percent"}
+
+// readHeap reads the collector's figures from runtime/metrics (a few
+// hundred nanoseconds, no stop of the world).
+func readHeap() heapStats {
+	s := make([]rtmetrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		s[i].Name = name
+	}
+	rtmetrics.Read(s)
+	v := func(i int) int64 {
+		if s[i].Value.Kind() != rtmetrics.KindUint64 {
+			return 0
+		}
+		return int64(min(s[i].Value.Uint64(), math.MaxInt64))
+	}
+	return heapStats{live: v(0), goal: v(1), limit: v(2), gogc: v(3)}
+}
+
+// growth is the collector's growth factor: its goal ÷ the live heap,
+// between 1 and 1 + GOGC/100 (1 when GOGC is off: the limit alone bounds
+// the heap then, and the heap gate watches it).
+func (h heapStats) growth() float64 {
+	if h.gogc < 0 {
+		return 1
+	}
+	most := 1 + float64(h.gogc)/100
+	if h.live <= 0 || h.goal <= 0 {
+		return most
+	}
+	return max(1, min(most, float64(h.goal)/float64(h.live)))
+}
+
+// update reports whether the requests partitions stay paused: pending is
+// what the pending intents hold (the loop's count), onTheirWay the bytes of
+// the records queued for the loop and in the poll goroutine's backlog.
+func (g *byteGate) update(pending, onTheirWay int64) bool {
+	h := gateHeap()
+	g.cost = int64(float64(pending+onTheirWay) * h.growth())
+	g.live, g.limit = h.live+onTheirWay, h.limit
+	overBudget, underBudget := false, true
+	if g.max > 0 {
+		overBudget, underBudget = g.cost >= g.max, g.cost < g.max-g.max/10
+	}
+	overHeap, underHeap := false, true
+	if h.limit > 0 && h.limit < math.MaxInt64 {
+		bound := h.limit - h.limit/10
+		overHeap, underHeap = g.live >= bound, g.live < bound-bound/10
+	}
 	switch {
-	case g.max <= 0:
-		g.full = false
-	case held >= g.max:
+	case overBudget || overHeap:
 		g.full = true
-	case held < g.max-g.max/10:
+	case underBudget && underHeap:
 		g.full = false
 	}
 	return g.full

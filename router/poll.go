@@ -100,7 +100,12 @@ func (r *Router) poll(ctx context.Context) error {
 		// What the pending intents hold and what is on its way to them:
 		// everything fetched before a pause is admitted, so it is counted
 		// before the next fetch (router/budget.go).
-		overBudget := gate.update(r.pendingBytes.Load() + r.queuedBytes.Load() + backlogBytes)
+		wasFull := gate.full
+		overBudget := gate.update(r.pendingBytes.Load(), r.queuedBytes.Load()+backlogBytes)
+		if overBudget != wasFull {
+			r.opts.log.Debug("pending memory gate", "closed", overBudget, "cost_bytes", gate.cost, "budget_bytes", gate.max,
+				"live_heap_bytes", gate.live, "memory_limit_bytes", gate.limit)
+		}
 		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load() || overBudget)
 
 		// With a backlog the partitions are paused and Poll has nothing to

@@ -15,6 +15,14 @@ import (
 // and pebble's memory included (BENCHMARKS.md).
 const memoryBaseline = 64 << 20
 
+// cWorkingSet is what librdkafka and the C allocator hold under load beyond
+// the prefetch and the lookup cache: the producers' copies of records until
+// they are acknowledged, and freed buffers the C allocator keeps. Measured:
+// with 1 MB intents flowing, 96 MiB of the resident set was outside Go's
+// heap against 32 MiB counted (BENCHMARKS.md, "Pending memory: what a
+// pending intent costs"); idle, about 30 MiB.
+const cWorkingSet = 64 << 20
+
 // streamQueuesCounted is how many WebSocket clients' full send queues the
 // derived limit makes room for: a client whose queue is full is dropped
 // (1013), so many full at once is rare; more than this pushes the heap past
@@ -28,15 +36,20 @@ type memoryBudget struct {
 	from                     string // "derived", "router.memory_limit_bytes" or "GOMEMLIMIT"
 	pending, results, stream int64
 	// outsideGo is what librdkafka and pebble allocate in C, which Go's
-	// limit does not see: the router consumer's prefetch bound and the
-	// lookup store's block cache. (Producers' unacknowledged outputs, up to
-	// 128 MiB each, are C memory too, held only while the broker is slow.)
+	// limit does not see: the router consumer's prefetch bound, the lookup
+	// store's block cache and cWorkingSet. (Producers' unacknowledged
+	// outputs, up to 128 MiB each while the broker is slow, can be more.)
 	outsideGo int64
+	// process is router.memory_limit_bytes, the whole process's budget;
+	// 0 when the limit is derived.
+	process int64
 }
 
 // deriveMemoryLimit is the soft limit for a configuration: the Go-side byte
 // budgets (the pending intents, the API's result store, four WebSocket send
-// queues) plus memoryBaseline, or router.memory_limit_bytes when set.
+// queues) plus memoryBaseline; or, when router.memory_limit_bytes is set,
+// that budget for the whole process less what librdkafka and pebble hold
+// outside Go (at least memoryBaseline).
 func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 	b := memoryBudget{from: "derived", pending: cfg.Router.MaxPendingBytes, results: cfg.HTTP.ResultsMaxBytes}
 	if b.results <= 0 {
@@ -47,10 +60,11 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 		b.stream = api.DefaultSendQueueBytes
 	}
 	b.stream *= streamQueuesCounted
-	b.outsideGo = 16<<20 + int64(cfg.HTTP.Lookup.CacheMB)<<20
+	b.outsideGo = 16<<20 + int64(cfg.HTTP.Lookup.CacheMB)<<20 + cWorkingSet
 	b.limit = b.pending + b.results + b.stream + memoryBaseline
-	if cfg.Router.MemoryLimitBytes > 0 {
-		b.limit, b.from = cfg.Router.MemoryLimitBytes, "router.memory_limit_bytes"
+	if p := cfg.Router.MemoryLimitBytes; p > 0 {
+		b.process, b.from = p, "router.memory_limit_bytes"
+		b.limit = max(p-b.outsideGo, memoryBaseline)
 	}
 	return b
 }
@@ -59,11 +73,16 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 // (the runtime has read it then), and logs the limit in force.
 //
 // The limit is soft: the collector works harder as the heap nears it, but
-// never fails an allocation for it. When what is live is above the limit
-// (a budget passed, or a limit set below the live heap), the collector runs
-// back to back for at most about half the CPU time (the runtime's GC CPU
-// limiter), so the process slows rather than spirals, and the heap grows
-// past the limit as Go would without one.
+// never fails an allocation for it. The router pauses its intake before
+// that: once the live heap reaches 90% of the limit, the requests
+// partitions pause until it is below 81% (router/budget.go), so the
+// pending intents yield to what else the heap holds and the collector keeps
+// a tenth of the limit to work in. When what is live passes the limit
+// anyway (the result store and stream queues at their budgets, or a limit
+// set below the baseline), the collector runs back to back for at most
+// about half the CPU time (the runtime's GC CPU limiter), so the process
+// slows rather than spirals, and the heap grows past the limit as Go would
+// without one.
 func applyMemoryLimit(b memoryBudget, log *slog.Logger) {
 	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", v, "limit_bytes", debug.SetMemoryLimit(-1))
@@ -71,11 +90,11 @@ func applyMemoryLimit(b memoryBudget, log *slog.Logger) {
 	}
 	debug.SetMemoryLimit(b.limit)
 	if need := b.pending + memoryBaseline; b.from != "derived" && b.limit < need {
-		log.Warn("the memory limit is below the pending budget plus the baseline: with the pending intents at their budget the heap runs past it, and the collector works back to back",
+		log.Warn("the memory limit leaves the pending intents less than their budget: intake pauses when Go's live heap reaches 90% of the limit, before router.max_pending_bytes",
 			"limit_mib", b.limit>>20, "from", b.from, "pending_mib", b.pending>>20, "baseline_mib", memoryBaseline>>20,
 			"fix", "raise router.memory_limit_bytes or lower router.max_pending_bytes")
 	}
-	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from,
+	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from, "process_mib", b.process>>20,
 		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20, "baseline_mib", memoryBaseline>>20,
 		"outside_go_mib", b.outsideGo>>20)
 }

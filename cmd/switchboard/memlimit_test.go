@@ -12,7 +12,10 @@ import (
 )
 
 // The derived limit is the Go-side byte budgets plus the baseline, follows
-// them when they change, and router.memory_limit_bytes replaces it.
+// them when they change; router.memory_limit_bytes is the whole process's
+// budget, and Go gets it less what librdkafka and pebble hold outside Go
+// (the 16 MiB prefetch, the lookup cache and librdkafka's working set),
+// never less than the baseline.
 func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 	const base = "agents: {a: {}}\nintents: {e: {agent: a}}\n"
 	for _, tc := range []struct {
@@ -22,7 +25,9 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 	}{
 		{base, (256 + 128 + 4*8 + 64) << 20, "derived"},
 		{base + "router: {max_pending_bytes: 67108864}\nhttp: {results_max_bytes: 16777216, websocket: {send_queue_bytes: 1048576}}\n", (64 + 16 + 4*1 + 64) << 20, "derived"},
-		{base + "router: {memory_limit_bytes: 314572800}\n", 300 << 20, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 314572800}\n", (300 - 16 - 16 - 64) << 20, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 314572800}\nhttp: {lookup: {cache_mb: 8}}\n", (300 - 16 - 8 - 64) << 20, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 67108864}\n", memoryBaseline, "router.memory_limit_bytes"},
 	} {
 		cfg, err := config.Parse("sb.yaml", []byte(tc.yaml), nil)
 		if err != nil {

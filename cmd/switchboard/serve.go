@@ -32,6 +32,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	path := fs.String("config", "", "the YAML configuration `file` (required)")
 	instance := fs.String("instance-id", "", "this instance's stable `id` (overrides router.instance_id; one per instance)")
 	insecure := fs.Bool("insecure-no-auth", false, "serve the API without authentication (needs http.auth.mode: off; anyone who can reach it can submit intents and read every tenant's results)")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiles (/debug/pprof/) on this `address`, a listener of their own (off by default; bind it to loopback: profiles show what the process holds)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -53,6 +54,11 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	applyMemoryLimit(deriveMemoryLimit(cfg, apiCfg), log)
+	if *pprofAddr != "" {
+		if err := startProfiling(ctx, *pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}

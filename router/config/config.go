@@ -240,9 +240,11 @@ type Router struct {
 	// answer to MaxPendingBytes only. Default 64 MiB, at most
 	// MaxPendingBytes.
 	MaxPendingBytesPerTenant int64 `yaml:"max_pending_bytes_per_tenant"`
-	// MemoryLimitBytes is the soft memory limit 'serve' gives Go's runtime
-	// (debug.SetMemoryLimit) when the GOMEMLIMIT environment variable is
-	// unset. Default 0: derived from the byte budgets (max_pending_bytes,
+	// MemoryLimitBytes is the whole process's memory budget: 'serve' gives
+	// Go's runtime (debug.SetMemoryLimit) this less what librdkafka and
+	// pebble hold outside Go, when the GOMEMLIMIT environment variable is
+	// unset, and the router pauses its intake at 90% of Go's share. Default
+	// 0: Go's limit is derived from the byte budgets (max_pending_bytes,
 	// http.results_max_bytes, four WebSocket send queues) plus a 64 MiB
 	// baseline; see cmd/switchboard/memlimit.go.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`

@@ -132,6 +132,7 @@ func newProducer(s Settings, what string, owned kafka.ConfigMap) (*kafka.Produce
 		return nil, nil, err
 	}
 	withLogs(cm)
+	withSmallChannels(cm)
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkaio: creating the %s: %w", what, err)
@@ -246,6 +247,7 @@ func newAdmin(s Settings) (*admin, error) {
 		return nil, err
 	}
 	withLogs(cm)
+	withSmallChannels(cm)
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: creating the admin client: %w", err)
