@@ -14,8 +14,8 @@ import (
 // longer held by the broker (retention deleted it).
 var ErrOffsetOutOfRange = errors.New("kafkaio: offset out of range")
 
-// ErrTransactionStuck: a transactional call into librdkafka did not return
-// within its deadline and a grace period after it (librdkafka#5456,
+// ErrTransactionStuck is returned when a transactional call into librdkafka
+// did not return within its deadline and a grace period after it (librdkafka#5456,
 // #5511). The router's TxSink abandons that producer and opens new ones.
 var ErrTransactionStuck = errors.New("kafkaio: a transactional call did not return")
 
