@@ -104,6 +104,14 @@ func TestATopicThatCannotBeReadIsReportedNotWaitedOnSilently(t *testing.T) {
 		t.Fatalf("warnings naming the topic after an hour of retries: %d, want 1:\n%s", len(got), strings.Join(got, "\n"))
 	}
 
+	// The last Advance woke a retry: wait until it sleeps again, or the
+	// next Advance fires nothing and the retry waits for good.
+	wctx, wcancel := context.WithTimeout(ctx, testTimeout)
+	err = e.clock.BlockUntilContext(wctx, 1)
+	wcancel()
+	if err != nil {
+		t.Fatalf("the Materializer stopped retrying: %v", err)
+	}
 	e.src.CreateTopic(topicProgress, "id-progress", 3)
 	e.clock.Advance(5 * time.Second)
 	e.waitFor("the store to catch up", func() bool { return e.m.Ready() == nil })
