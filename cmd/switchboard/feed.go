@@ -129,10 +129,10 @@ func (f *resultsFeed) Earliest(ctx context.Context) (api.Position, error) {
 
 // Replay implements api.History.
 func (f *resultsFeed) Replay(ctx context.Context, from, to api.Position, fn func(api.Record) error) error {
-	err := kafkaio.ReadRange(ctx, f.kafka,
-		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress},
-		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress},
-		func(rec *port.Record) error { return fn(f.decode(rec)) })
+	err := kafkaio.Read(ctx, f.kafka, kafkaio.Reading{
+		From: kafkaio.FromOffsets(kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress}),
+		To:   kafkaio.ToOffsets(kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress}),
+	}, func(rec *port.Record) error { return fn(f.decode(rec)) })
 	if errors.Is(err, kafkaio.ErrOffsetOutOfRange) {
 		return fmt.Errorf("%w: %v", api.ErrCursorExpired, err)
 	}

@@ -26,7 +26,7 @@ func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, e
 		return TopicState{}, err
 	}
 	defer func() { _ = c.Close() }()
-	tps, err := tryStartOffsets(c, topic, true)
+	tps, err := tryStartOffsets(c, topic)
 	if err != nil {
 		return TopicState{}, fmt.Errorf("kafkaio: %w", err)
 	}
@@ -37,7 +37,7 @@ func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, e
 			return TopicState{}, err
 		}
 		// On this read_committed consumer "high" is the last stable
-		// offset (see tryStartOffsets).
+		// offset (see Reading.bounds).
 		low, high, err := c.QueryWatermarkOffsets(topic, tp.Partition, 5000)
 		if err != nil {
 			return TopicState{}, fmt.Errorf("kafkaio: reading the offsets of %s[%d]: %w", topic, tp.Partition, err)
@@ -121,4 +121,31 @@ func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*po
 		}
 	}
 	return nil
+}
+
+// LowWatermarks returns, for each topic, the first offset each partition
+// still holds.
+func LowWatermarks(ctx context.Context, s Settings, topics []string) (Offsets, error) {
+	c, err := newReader(s, "tail", false, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+	out := Offsets{}
+	for _, topic := range topics {
+		tps, err := startOffsets(ctx, c, topic)
+		if err != nil {
+			return nil, err
+		}
+		lows := make([]int64, len(offsetsOf(tps)))
+		for _, tp := range tps {
+			low, _, err := c.QueryWatermarkOffsets(topic, tp.Partition, 5000)
+			if err != nil {
+				return nil, fmt.Errorf("kafkaio: reading the start of %s[%d]: %w", topic, tp.Partition, err)
+			}
+			lows[tp.Partition] = low
+		}
+		out[topic] = lows
+	}
+	return out, nil
 }

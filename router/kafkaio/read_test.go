@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
-// TestScanReadsToTheEndAndStops: Scan reads what each partition held, from
+// TestScanReadsToTheEndAndStops: Read FromExtent ToEnd (was Scan) reads what each partition held, from
 // where start says, skips the partitions start excludes, and returns by
 // itself at the end.
 func TestScanReadsToTheEndAndStops(t *testing.T) {
@@ -43,7 +43,7 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 
 	var extents []kafkaio.Extent
 	got := map[int32][]int64{}
-	err = kafkaio.Scan(ctx, s, topic, func(e kafkaio.Extent) (int64, bool) {
+	err = kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{topic}, To: kafkaio.ToEnd(), From: kafkaio.FromExtent(func(e kafkaio.Extent) (int64, bool) {
 		extents = append(extents, e)
 		switch e.Partition {
 		case 0:
@@ -52,12 +52,12 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 			return 0, false // skipped
 		}
 		return 0, true // empty: nothing to read, and no wait for it
-	}, func(rec *port.Record) error {
+	})}, func(rec *port.Record) error {
 		got[rec.Partition] = append(got[rec.Partition], rec.Offset)
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("Scan: %v", err)
+		t.Fatalf("Read: %v", err)
 	}
 	if len(extents) != 3 {
 		t.Fatalf("extents %+v, want one per partition", extents)
@@ -78,14 +78,14 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 	// fn's error ends the scan and is returned.
 	stop := errors.New("stop")
 	n := 0
-	err = kafkaio.Scan(ctx, s, topic, func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*port.Record) error {
+	err = kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning(), To: kafkaio.ToEnd()}, func(*port.Record) error {
 		n++
 		return stop
 	})
 	if !errors.Is(err, stop) || n != 1 {
-		t.Fatalf("Scan = %v after %d records, want stop after 1", err, n)
+		t.Fatalf("Read = %v after %d records, want stop after 1", err, n)
 	}
-	if err := kafkaio.Scan(ctx, s, "no.such.topic", func(kafkaio.Extent) (int64, bool) { return 0, true }, func(*port.Record) error { return nil }); err == nil {
-		t.Fatal("Scan of a missing topic succeeded")
+	if err := kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{"no.such.topic"}, From: kafkaio.FromBeginning(), To: kafkaio.ToEnd()}, func(*port.Record) error { return nil }); err == nil {
+		t.Fatal("a bounded Read of a missing topic succeeded")
 	}
 }
