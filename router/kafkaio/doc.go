@@ -7,8 +7,9 @@
 // To), reading as a member of a group that commits only what its owner has
 // finished with (GroupReader, the Go agent runner's), and creating topics.
 // For operators it answers the lag Sampler (LagAdmin: consumer groups,
-// committed offsets, extents, the oldest unconsumed record's timestamp) and reads the router consumer's own lag
-// from librdkafka's statistics (Source.OnConsumerStats).
+// committed offsets, extents, the oldest unconsumed record's timestamp) and
+// reads the router consumer's own lag from librdkafka's statistics
+// (Source.OnConsumerStats).
 //
 // Every client it makes sends librdkafka's log lines to Settings.Logger
 // rather than stderr, and turns the brokers' refusals into one error each
