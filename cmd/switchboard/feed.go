@@ -81,9 +81,10 @@ func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicSt
 }
 
 func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
-	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *port.Record) error {
+	reading := kafkaio.Reading{From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets(from)), OnEOF: h.EOF, OnIdle: h.Idle}
+	return kafkaio.Read(ctx, k.kafka, reading, func(r *port.Record) error {
 		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
-	}, h.EOF, h.Idle)
+	})
 }
 
 func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO, f.topicProg} }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // TopicState is a topic's id and, per partition, its first offset and the
@@ -66,61 +64,6 @@ func topicID(ctx context.Context, c *kafka.Consumer, topic string) string {
 		return ""
 	}
 	return id.String()
-}
-
-// FollowFrom reads, without joining a consumer group, every partition in
-// from, each from its offset there (a negative one: from the partition's
-// first offset, as also where the offset is no longer held), committed
-// records only, until ctx ends (it then returns nil) or a callback returns
-// an error. From one goroutine, it calls onRecord for each record (in order
-// within a partition), onEOF when a partition has been read to its end,
-// and onIdle when no record came for 20 ms.
-func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*port.Record) error,
-	onEOF func(topic string, partition int32) error, onIdle func() error,
-) error {
-	c, err := newReader(s, "follow", true, kafka.ConfigMap{"auto.offset.reset": "earliest"})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }()
-	var assign []kafka.TopicPartition
-	for topic, offs := range from {
-		for p, off := range offs {
-			t := topic
-			o := kafka.Offset(off)
-			if off < 0 {
-				o = kafka.OffsetBeginning
-			}
-			assign = append(assign, kafka.TopicPartition{Topic: &t, Partition: int32(p), Offset: o})
-		}
-	}
-	if err := c.Assign(assign); err != nil {
-		return fmt.Errorf("kafkaio: assigning %d partitions: %w", len(assign), err)
-	}
-	for ctx.Err() == nil {
-		switch e := c.Poll(20).(type) {
-		case nil:
-			if err := onIdle(); err != nil {
-				return err
-			}
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				continue
-			}
-			if err := onRecord(recordOf(e)); err != nil {
-				return err
-			}
-		case kafka.PartitionEOF:
-			if err := onEOF(*e.Topic, e.Partition); err != nil {
-				return err
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("kafkaio: following %d partitions: %w", len(assign), e)
-			}
-		}
-	}
-	return nil
 }
 
 // LowWatermarks returns, for each topic, the first offset each partition

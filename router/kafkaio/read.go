@@ -56,6 +56,12 @@ type Reading struct {
 	// end-of-partition event, which for read_committed is the last stable
 	// offset): what readers that rebuild state from the past need.
 	OnCaughtUp func()
+	// OnEOF, if not nil, is called every time a partition has been read to
+	// its end (as read_committed sees it); its error ends Read.
+	OnEOF func(topic string, partition int32) error
+	// OnIdle, if not nil, is called whenever no record came for 20 ms; its
+	// error ends Read.
+	OnIdle func() error
 }
 
 // From is where Read starts in each partition.
@@ -73,6 +79,7 @@ const (
 	fromBeginning
 	fromTime
 	fromOffsets
+	fromOffsetsOrEarliest
 	fromExtent
 )
 
@@ -98,6 +105,10 @@ func FromTime(t time.Time) From {
 // Topics is not needed). A start offset the broker no longer holds ends Read
 // with ErrOffsetOutOfRange.
 func FromOffsets(o Offsets) From { return From{kind: fromOffsets, offsets: o} }
+
+// FromOffsetsOrEarliest is FromOffsets, except that a negative offset, or
+// one the broker no longer holds, starts at the partition's first offset.
+func FromOffsetsOrEarliest(o Offsets) From { return From{kind: fromOffsetsOrEarliest, offsets: o} }
 
 // FromExtent asks choose, for every partition, where to begin in it, given
 // its extent: an offset (one below Low begins at Low) or to skip it (false).
@@ -146,7 +157,8 @@ func Read(ctx context.Context, s Settings, r Reading, fn func(*port.Record) erro
 	if r.Group != "" {
 		return r.consume(ctx, s, fn)
 	}
-	if r.From.kind == fromOffsets {
+	byOffsets := r.From.kind == fromOffsets || r.From.kind == fromOffsetsOrEarliest
+	if byOffsets {
 		r.Topics = r.Topics[:0:0]
 		for topic := range r.From.offsets {
 			r.Topics = append(r.Topics, topic)
@@ -157,10 +169,13 @@ func Read(ctx context.Context, s Settings, r Reading, fn func(*port.Record) erro
 	}
 	bounded := r.To.kind != toForever
 	var extra kafka.ConfigMap
-	if r.From.kind == fromOffsets {
+	switch r.From.kind {
+	case fromOffsets:
 		extra = kafka.ConfigMap{"auto.offset.reset": "error"}
+	case fromOffsetsOrEarliest:
+		extra = kafka.ConfigMap{"auto.offset.reset": "earliest"}
 	}
-	c, err := newReader(s, "read", bounded || r.OnCaughtUp != nil, extra)
+	c, err := newReader(s, "read", bounded || r.OnCaughtUp != nil || r.OnEOF != nil, extra)
 	if err != nil {
 		return err
 	}
@@ -178,7 +193,7 @@ func Read(ctx context.Context, s Settings, r Reading, fn func(*port.Record) erro
 	if r.OnStart != nil {
 		r.OnStart(p.start)
 	}
-	if len(p.assign) == 0 {
+	if bounded && len(p.assign) == 0 {
 		return nil
 	}
 	return r.loop(ctx, c, p, fn)
@@ -269,10 +284,14 @@ func (r Reading) plan(ctx context.Context, c *consumer) (plan, error) {
 // without asking the broker about the partition (FromOffsets's; logical
 // beginning otherwise).
 func (r Reading) partitions(ctx context.Context, c *consumer, topic string) ([]kafka.TopicPartition, error) {
-	if r.From.kind == fromOffsets {
+	if r.From.kind == fromOffsets || r.From.kind == fromOffsetsOrEarliest {
 		var out []kafka.TopicPartition
 		for p, off := range r.From.offsets[topic] {
-			out = append(out, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(off)})
+			o := kafka.Offset(off)
+			if off < 0 && r.From.kind == fromOffsetsOrEarliest {
+				o = kafka.OffsetBeginning
+			}
+			out = append(out, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: o})
 		}
 		return out, nil
 	}
@@ -359,6 +378,10 @@ func (r Reading) loop(ctx context.Context, c *consumer, p plan, fn func(*port.Re
 		delete(p.ends, k)
 		_ = c.IncrementalUnassign([]kafka.TopicPartition{{Topic: &k.topic, Partition: k.p}})
 	}
+	poll := 100
+	if r.OnIdle != nil {
+		poll = 20
+	}
 	for !bounded || len(p.ends) > 0 {
 		if err := ctx.Err(); err != nil {
 			if bounded {
@@ -369,7 +392,13 @@ func (r Reading) loop(ctx context.Context, c *consumer, p plan, fn func(*port.Re
 		if err := c.w.refusal(); err != nil {
 			return err
 		}
-		switch e := c.Poll(100).(type) {
+		switch e := c.Poll(poll).(type) {
+		case nil:
+			if r.OnIdle != nil {
+				if err := r.OnIdle(); err != nil {
+					return err
+				}
+			}
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
 				continue
@@ -391,6 +420,11 @@ func (r Reading) loop(ctx context.Context, c *consumer, p plan, fn func(*port.Re
 		case kafka.PartitionEOF:
 			k := topicPart{*e.Topic, e.Partition}
 			caughtUp(k)
+			if r.OnEOF != nil {
+				if err := r.OnEOF(k.topic, k.p); err != nil {
+					return err
+				}
+			}
 			if _, reading := p.ends[k]; reading {
 				done(k) // the end as read_committed sees it is at or before the bound
 			}

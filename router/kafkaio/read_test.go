@@ -92,7 +92,7 @@ func TestScanReadsToTheEndAndStops(t *testing.T) {
 
 // TestReadOptions: the options that replaced ReadRange (FromOffsets,
 // ToOffsets), Follow (FromTime, OnCaughtUp), FollowLive and Tail (OnStart)
-// read what they say, and a Group reading anything but the beginning,
+// and FollowFrom (FromOffsetsOrEarliest, OnEOF, OnIdle) read what they say, and a Group reading anything but the beginning,
 // forever, is refused.
 func TestReadOptions(t *testing.T) {
 	c, err := embedded.Start(embedded.Options{})
@@ -175,6 +175,33 @@ func TestReadOptions(t *testing.T) {
 		func(*port.Record) error { return errors.New("read a record before any was written") })
 	if err != nil || fmt.Sprint(start) != "map[read.options:[5 5]]" {
 		t.Fatalf("Read FromEnd = %v, OnStart(%v); want nil and the ends 5, 5", err, start)
+	}
+
+	// FollowFrom's options: a negative offset starts at the beginning;
+	// OnEOF hears of each partition's end, OnIdle of the quiet after.
+	got = map[int32][]int64{}
+	rctx, stop = context.WithCancel(ctx)
+	eofs := map[int32]bool{}
+	idle := 0
+	err = kafkaio.Read(rctx, s, kafkaio.Reading{
+		From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets{topic: {-1, 3}}),
+		OnEOF: func(tp string, part int32) error {
+			if tp != topic {
+				return fmt.Errorf("OnEOF(%s)", tp)
+			}
+			eofs[part] = true
+			return nil
+		},
+		OnIdle: func() error {
+			if len(eofs) == 2 {
+				idle++
+				stop()
+			}
+			return nil
+		},
+	}, collect(got))
+	if err != nil || fmt.Sprint(got) != "map[0:[0 1 2 3 4] 1:[3 4]]" || idle != 1 {
+		t.Fatalf("Read FromOffsetsOrEarliest = %v, read %v, idle after both ends %d times; want nil, 0-4 and 3-4, once", err, got, idle)
 	}
 
 	for _, r := range []kafkaio.Reading{
