@@ -183,7 +183,7 @@ func waitForCompaction(ctx context.Context, t *testing.T, s kafkaio.Settings, to
 		written++
 		n := 0
 		rctx, cancel := context.WithCancel(ctx)
-		_ = kafkaio.Follow(rctx, s, topic, time.Time{}, cancel, func(*port.Record) error { n++; return nil })
+		_ = kafkaio.Read(rctx, s, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning(), OnCaughtUp: cancel}, func(*port.Record) error { n++; return nil })
 		cancel()
 		if n < written {
 			t.Logf("the broker compacted the topic: %d records left of %d written", n, written)

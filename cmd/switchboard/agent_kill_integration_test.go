@@ -159,7 +159,7 @@ func awaitAnswers(ctx context.Context, t *testing.T, s kafkaio.Settings, topic s
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	found := errors.New("found")
-	err := kafkaio.Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
+	err := kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		delete(want, string(rec.Key))
 		if len(want) == 0 {
 			return found

@@ -626,7 +626,7 @@ func runChaos(t *testing.T, bin, bootstrap string, o chaosOptions, v chaosVarian
 	verdict := judge(sent, rd.obs, "chaos", outages)
 	c.report(&verdict, rd, kills.Load(), exits.Load(), brokerRestarts, killLog, exitReport, sendErrs, all)
 	if missed := c.liveMissed(rd, liveRes); missed > 0 {
-		t.Errorf("the live reader of the results topic (kafkaio.Tail, as the API's results reader and client.Await use it) never saw %d results that are on the topic", missed)
+		t.Errorf("the live reader of the results topic (kafkaio.Read from the end, as the API's results reader and client.Await use it) never saw %d results that are on the topic", missed)
 	}
 	if !drained {
 		t.Errorf("not every intent had a result %s after the load", chaosDrainWithin)

@@ -136,7 +136,7 @@ func watchTopic(ctx context.Context, bootstrap, topic string) *liveCounts {
 	lc := &liveCounts{keys: map[string]int{}, first: map[string]int64{}, done: make(chan struct{})}
 	go func() {
 		defer close(lc.done)
-		err := kafkaio.Tail(ctx, kafkaio.Settings{Bootstrap: bootstrap}, topic, true, nil, func(rec *port.Record) error {
+		err := kafkaio.Read(ctx, kafkaio.Settings{Bootstrap: bootstrap}, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 			at := time.Now().UnixMilli()
 			lc.mu.Lock()
 			if lc.keys[string(rec.Key)] == 0 {

@@ -197,7 +197,7 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 	found := errors.New("found")
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
-	err = kafkaio.Tail(wctx, s, results, true, nil, func(rec *port.Record) error {
+	err = kafkaio.Read(wctx, s, kafkaio.Reading{Topics: []string{results}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		var r schemas.IntentResult
 		if string(rec.Key) != id || codec.Decode(rec.Value, &r) != nil {
 			return nil
@@ -222,7 +222,7 @@ func TestDLQRepairWithoutCode(t *testing.T) {
 	// The copy on the requests topic says where it came from and carries
 	// none of the dead-letter headers.
 	var copyHeaders []port.Header
-	err = kafkaio.Tail(wctx, s, requests, true, nil, func(rec *port.Record) error {
+	err = kafkaio.Read(wctx, s, kafkaio.Reading{Topics: []string{requests}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		for _, h := range rec.Headers {
 			if h.Key == deadletter.HeaderReplayedFrom {
 				copyHeaders = rec.Headers

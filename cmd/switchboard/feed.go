@@ -81,9 +81,10 @@ func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicSt
 }
 
 func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
-	return kafkaio.FollowFrom(ctx, k.kafka, kafkaio.Offsets(from), func(r *port.Record) error {
+	reading := kafkaio.Reading{From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets(from)), OnEOF: h.EOF, OnIdle: h.Idle}
+	return kafkaio.Read(ctx, k.kafka, reading, func(r *port.Record) error {
 		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
-	}, h.EOF, h.Idle)
+	})
 }
 
 func (f *resultsFeed) topics() []string { return []string{f.topicRes, f.topicTO, f.topicProg} }
@@ -129,10 +130,10 @@ func (f *resultsFeed) Earliest(ctx context.Context) (api.Position, error) {
 
 // Replay implements api.History.
 func (f *resultsFeed) Replay(ctx context.Context, from, to api.Position, fn func(api.Record) error) error {
-	err := kafkaio.ReadRange(ctx, f.kafka,
-		kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress},
-		kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress},
-		func(rec *port.Record) error { return fn(f.decode(rec)) })
+	err := kafkaio.Read(ctx, f.kafka, kafkaio.Reading{
+		From: kafkaio.FromOffsets(kafkaio.Offsets{f.topicRes: from.Results, f.topicTO: from.Timeouts, f.topicProg: from.Progress}),
+		To:   kafkaio.ToOffsets(kafkaio.Offsets{f.topicRes: to.Results, f.topicTO: to.Timeouts, f.topicProg: to.Progress}),
+	}, func(rec *port.Record) error { return fn(f.decode(rec)) })
 	if errors.Is(err, kafkaio.ErrOffsetOutOfRange) {
 		return fmt.Errorf("%w: %v", api.ErrCursorExpired, err)
 	}

@@ -361,7 +361,7 @@ func readTopic[T any](ctx context.Context, t *testing.T, bootstrap, topic string
 	out := map[string]*T{}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	err = kafkaio.FollowFrom(rctx, s, kafkaio.Offsets{topic: from},
+	err = kafkaio.Read(rctx, s, kafkaio.Reading{From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets{topic: from})},
 		func(r *port.Record) error {
 			v := new(T)
 			if err := codec.Decode(r.Value, any(v).(schemas.Record)); err != nil {
@@ -372,7 +372,7 @@ func readTopic[T any](ctx context.Context, t *testing.T, bootstrap, topic string
 				cancel()
 			}
 			return nil
-		}, func(string, int32) error { return nil }, func() error { return nil })
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

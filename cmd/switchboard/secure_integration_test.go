@@ -245,7 +245,7 @@ func TestSecureClusterApacheKafka(t *testing.T) {
 	}
 	aS := cl.settings("agent-a", users["agent-a"], cl.ca)
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-	err = kafkaio.Consume(rctx, aS, prefix+".agent.a", []string{topicB}, func(*port.Record) error { return nil })
+	err = kafkaio.Read(rctx, aS, kafkaio.Reading{Topics: []string{topicB}, From: kafkaio.FromBeginning(), Group: prefix + ".agent.a"}, func(*port.Record) error { return nil })
 	rcancel()
 	t.Logf("agent-a consuming b's topic in its own group: %v", err)
 	wantLine(t, "agent-a consuming b's topic in its own group", err, kafkaio.ErrNotAuthorized,

@@ -69,9 +69,13 @@ trying, and says so once; --give-up makes it exit instead.`, `  switchboard tail
 	}
 	enc := json.NewEncoder(stdout)
 	w := startWatch(ctx, stderr, *giveUp, fmt.Sprintf("cannot read %s at %s (is Kafka running there, and does the topic exist?)", name, cfg.Kafka.BootstrapServers))
-	err = kafkaio.Tail(w.ctx, c.settings(cfg, "switchboard-tail"), name, *fromBeginning, func() {
+	from := kafkaio.FromEnd()
+	if *fromBeginning {
+		from = kafkaio.FromBeginning()
+	}
+	err = kafkaio.Read(w.ctx, c.settings(cfg, "switchboard-tail"), kafkaio.Reading{Topics: []string{name}, From: from, OnStart: func(kafkaio.Offsets) {
 		w.reading(fmt.Sprintf("reading %s from %s at %s (Ctrl-C to stop)", name, map[bool]string{true: "the beginning", false: "the end"}[*fromBeginning], cfg.Kafka.BootstrapServers))
-	}, func(rec *port.Record) error {
+	}}, func(rec *port.Record) error {
 		switch kind {
 		case "results":
 			var r schemas.IntentResult

@@ -109,7 +109,7 @@ func (b *agentBench) responsesUntil(last string) []string {
 	b.t.Helper()
 	var seen []string
 	found := errors.New("found")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
+	err := kafkaio.Read(b.ctx, b.s, kafkaio.Reading{Topics: []string{b.responses}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		if string(rec.Key) == last {
 			return found

@@ -105,7 +105,7 @@ func TestCancelRecordOnRealKafka(t *testing.T) {
 
 	// The record as any reader sees it.
 	found := errors.New("found")
-	err = kafkaio.Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
+	err = kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		if len(rec.Headers) == 0 {
 			return nil
 		}

@@ -70,7 +70,7 @@ func (b *agentBench) responsesWith(ids ...string) []string {
 		want[id] = true
 	}
 	found := errors.New("found")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
+	err := kafkaio.Read(b.ctx, b.s, kafkaio.Reading{Topics: []string{b.responses}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		delete(want, string(rec.Key))
 		if len(want) == 0 {

@@ -237,7 +237,7 @@ func TestAgentSendsNothingForErrNoAnswer(t *testing.T) {
 
 	var seen []string
 	found := errors.New("found")
-	err = kafkaio.Tail(ctx, s, responses, true, nil, func(rec *port.Record) error {
+	err = kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{responses}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		seen = append(seen, string(rec.Key))
 		if string(rec.Key) == "answered" {
 			return found

@@ -40,7 +40,7 @@ func Follow(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, resul
 			cancel()
 		}
 	}
-	err := kafkaio.FollowLive(tailCtx, s, []string{resultsTopic, progressTopic}, ready, func(rec *port.Record) error {
+	err := kafkaio.Read(tailCtx, s, kafkaio.Reading{Topics: []string{resultsTopic, progressTopic}, OnStart: ready}, func(rec *port.Record) error {
 		if string(rec.Key) != intentID {
 			return nil
 		}

@@ -19,7 +19,7 @@ func (b *agentBench) responsesOf(want int) []*schemas.AgentResponse {
 	b.t.Helper()
 	var out []*schemas.AgentResponse
 	enough := errors.New("enough")
-	err := kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
+	err := kafkaio.Read(b.ctx, b.s, kafkaio.Reading{Topics: []string{b.responses}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		var r schemas.AgentResponse
 		if err := b.codec.Decode(rec.Value, &r); err != nil {
 			return err

@@ -93,11 +93,11 @@ func Await(ctx context.Context, s kafkaio.Settings, codec *schemas.Codec, result
 	)
 	tailCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err := kafkaio.Tail(tailCtx, s, resultsTopic, false, func() {
+	err := kafkaio.Read(tailCtx, s, kafkaio.Reading{Topics: []string{resultsTopic}, OnStart: func(kafkaio.Offsets) {
 		if pubErr = publish(); pubErr != nil {
 			cancel()
 		}
-	}, func(rec *port.Record) error {
+	}}, func(rec *port.Record) error {
 		if string(rec.Key) != intentID {
 			return nil
 		}

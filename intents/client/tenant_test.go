@@ -66,7 +66,7 @@ func TestAgentEchoesTheTenantAndCancelsByTenant(t *testing.T) {
 	close(release)
 	var tenants []*string
 	found := errors.New("found")
-	err = kafkaio.Tail(b.ctx, b.s, b.responses, true, nil, func(rec *port.Record) error {
+	err = kafkaio.Read(b.ctx, b.s, kafkaio.Reading{Topics: []string{b.responses}, From: kafkaio.FromBeginning()}, func(rec *port.Record) error {
 		var resp schemas.AgentResponse
 		if err := b.codec.Decode(rec.Value, &resp); err != nil {
 			return err
@@ -163,7 +163,7 @@ router: {delivery: at_least_once}
 	for _, run := range []func(context.Context) error{
 		r.Run, a.Run,
 		func(ctx context.Context) error {
-			return kafkaio.Tail(ctx, b.s, cfg.Topics.Results, true, func() { close(ready) }, func(rec *port.Record) error {
+			return kafkaio.Read(ctx, b.s, kafkaio.Reading{Topics: []string{cfg.Topics.Results}, From: kafkaio.FromBeginning(), OnStart: func(kafkaio.Offsets) { close(ready) }}, func(rec *port.Record) error {
 				var res schemas.IntentResult
 				if err := b.codec.Decode(rec.Value, &res); err != nil {
 					return err

@@ -197,7 +197,7 @@ func (e *env) read(ctx context.Context, wg *sync.WaitGroup, topic string) *inbox
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := kafkaio.Tail(ctx, e.kafka, topic, true, func() { close(in.ready) }, func(rec *port.Record) error {
+		err := kafkaio.Read(ctx, e.kafka, kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromBeginning(), OnStart: func(kafkaio.Offsets) { close(in.ready) }}, func(rec *port.Record) error {
 			in.mu.Lock()
 			in.recs = append(in.recs, rec)
 			close(in.wake)

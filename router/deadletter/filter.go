@@ -63,7 +63,7 @@ func (f *Filter) Match(l *Letter) bool {
 }
 
 // Start says where a scan of the dead-letter topic begins in a partition
-// (see kafkaio.Scan), so that partitions and offsets the filter excludes are
+// (see kafkaio.FromExtent), so that partitions and offsets the filter excludes are
 // not read at all.
 func (f *Filter) Start(e kafkaio.Extent) (int64, bool) {
 	if f.Partition != nil && e.Partition != *f.Partition {

@@ -14,7 +14,7 @@ type Progress struct {
 	Read, Total int64
 }
 
-// Read reads the dead-letter topic once, to its end (kafkaio.Scan), and calls
+// Read reads the dead-letter topic once, to its end (kafkaio.Read FromExtent ToEnd), and calls
 // fn for every letter f selects, at most limit of them (limit < 1: all).
 // Partitions and offsets f excludes are not read. progress, if not nil, is
 // called after every record read. Read returns fn's error, a Kafka or ctx
@@ -25,7 +25,7 @@ func Read(ctx context.Context, s kafkaio.Settings, topic string, f Filter, limit
 		matched int
 		enough  = errors.New("enough")
 	)
-	err := kafkaio.Scan(ctx, s, topic, func(e kafkaio.Extent) (int64, bool) {
+	err := kafkaio.Read(ctx, s, kafkaio.Reading{Topics: []string{topic}, To: kafkaio.ToEnd(), From: kafkaio.FromExtent(func(e kafkaio.Extent) (int64, bool) {
 		from, ok := f.Start(e)
 		if ok && from < e.High {
 			end := e.High
@@ -35,7 +35,7 @@ func Read(ctx context.Context, s kafkaio.Settings, topic string, f Filter, limit
 			p.Total += max(end-max(from, e.Low), 0)
 		}
 		return from, ok
-	}, func(rec *port.Record) error {
+	})}, func(rec *port.Record) error {
 		p.Read++
 		if progress != nil {
 			progress(p)

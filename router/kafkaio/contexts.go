@@ -20,9 +20,11 @@ type SnapshotReader struct {
 
 var _ contexts.Reader = SnapshotReader{}
 
-// ReadSnapshots implements contexts.Reader with Follow.
+// ReadSnapshots implements contexts.Reader with Read: the whole topic from
+// its beginning, then forever.
 func (r SnapshotReader) ReadSnapshots(ctx context.Context, apply func(key, value []byte), caughtUp func()) error {
-	return Follow(ctx, r.Settings, r.Topic, time.Time{}, caughtUp, func(rec *port.Record) error {
+	reading := Reading{Topics: []string{r.Topic}, From: FromBeginning(), OnCaughtUp: caughtUp}
+	return Read(ctx, r.Settings, reading, func(rec *port.Record) error {
 		if len(rec.Key) > 0 {
 			apply(rec.Key, rec.Value)
 		}
@@ -72,10 +74,11 @@ type EventReader struct {
 
 var _ contexts.EventReader = EventReader{}
 
-// ReadEvents implements contexts.EventReader with Follow; tombstones are
-// skipped.
+// ReadEvents implements contexts.EventReader with Read, from since (the
+// beginning if zero), forever; tombstones are skipped.
 func (r EventReader) ReadEvents(ctx context.Context, since time.Time, caughtUp func(), fn func(value []byte, timestampMs int64) error) error {
-	return Follow(ctx, r.Settings, r.Topic, since, caughtUp, func(rec *port.Record) error {
+	reading := Reading{Topics: []string{r.Topic}, From: FromTime(since), OnCaughtUp: caughtUp}
+	return Read(ctx, r.Settings, reading, func(rec *port.Record) error {
 		if rec.Value == nil {
 			return nil
 		}

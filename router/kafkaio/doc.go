@@ -2,12 +2,14 @@
 // (librdkafka). It implements the router's Source and Sink, and gives the rest
 // of Switchboard (the API, the command line, the demo agents) the few Kafka
 // operations they share: producing with the settings every intent-keyed topic
-// needs, reading a topic from its end or its beginning without a consumer
-// group, reading as a member of a group that commits only what its owner has
-// finished with (GroupReader, the Go agent runner's), and creating topics. For operators it answers the lag Sampler
-// (LagAdmin: consumer groups, committed offsets, extents, the oldest
-// unconsumed record's timestamp) and reads the router consumer's own lag
-// from librdkafka's statistics (Source.OnConsumerStats).
+// needs, reading topics without a consumer group from here to there (Read: a
+// Reading says where each partition starts, From, and where reading stops,
+// To), reading as a member of a group that commits only what its owner has
+// finished with (GroupReader, the Go agent runner's), and creating topics.
+// For operators it answers the lag Sampler (LagAdmin: consumer groups,
+// committed offsets, extents, the oldest unconsumed record's timestamp) and
+// reads the router consumer's own lag from librdkafka's statistics
+// (Source.OnConsumerStats).
 //
 // Every client it makes sends librdkafka's log lines to Settings.Logger
 // rather than stderr, and turns the brokers' refusals into one error each

@@ -10,9 +10,13 @@ import (
 	"github.com/switchboard-mcp/switchboard/router/config"
 )
 
-// ErrOffsetOutOfRange is returned by ReadRange when a start offset is no
-// longer held by the broker (retention deleted it).
+// ErrOffsetOutOfRange is returned by Read from FromOffsets when a start
+// offset is no longer held by the broker (retention deleted it).
 var ErrOffsetOutOfRange = errors.New("kafkaio: offset out of range")
+
+// ErrReading is returned by Read when its Reading asks for what it cannot
+// do (a Group reading from anywhere but the beginning, or not forever).
+var ErrReading = errors.New("kafkaio: a reading Read cannot do")
 
 // ErrTransactionStuck is returned when a transactional call into librdkafka
 // did not return within its deadline and a grace period after it (librdkafka#5456,

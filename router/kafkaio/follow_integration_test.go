@@ -17,7 +17,7 @@ import (
 )
 
 // testFollowLiveOpenTransaction: records of a transaction still open when
-// FollowLive starts are delivered once it commits (the feed starts at the
+// Read FromEnd (was FollowLive) starts are delivered once it commits (the feed starts at the
 // last stable offset, not at the high watermark past them).
 func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,14 +70,14 @@ func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 	feedCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- kafkaio.FollowLive(feedCtx, kafkaio.Settings{Bootstrap: bootstrap}, []string{topic},
-			func(start kafkaio.Offsets) { ready <- start },
+		done <- kafkaio.Read(feedCtx, kafkaio.Settings{Bootstrap: bootstrap},
+			kafkaio.Reading{Topics: []string{topic}, From: kafkaio.FromEnd(), OnStart: func(start kafkaio.Offsets) { ready <- start }},
 			func(r *port.Record) error { got <- string(r.Value); return nil })
 	}()
 	defer func() {
 		stop()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("FollowLive: %v", err)
+			t.Errorf("Read: %v", err)
 		}
 	}()
 	select {
@@ -86,9 +86,9 @@ func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 			t.Errorf("start offset = %d, want 0 (the last stable offset, before the open transaction)", start[topic][0])
 		}
 	case err := <-done:
-		t.Fatalf("FollowLive ended before it was ready: %v", err)
+		t.Fatalf("Read ended before it was ready: %v", err)
 	case <-ctx.Done():
-		t.Fatal("FollowLive never became ready")
+		t.Fatal("Read never called OnStart")
 	}
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 				t.Errorf("record %d = %q, want %q", i, v, want)
 			}
 		case <-deadline.C:
-			t.Fatalf("got %d of the %d records of the transaction committed after FollowLive started", i, n)
+			t.Fatalf("got %d of the %d records of the transaction committed after Read started", i, n)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/switchboard-mcp/switchboard/router/port"
 )
 
 // TopicState is a topic's id and, per partition, its first offset and the
@@ -26,7 +24,7 @@ func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, e
 		return TopicState{}, err
 	}
 	defer func() { _ = c.Close() }()
-	tps, err := tryStartOffsets(c, topic, true)
+	tps, err := tryStartOffsets(c, topic)
 	if err != nil {
 		return TopicState{}, fmt.Errorf("kafkaio: %w", err)
 	}
@@ -37,7 +35,7 @@ func DescribeTopic(ctx context.Context, s Settings, topic string) (TopicState, e
 			return TopicState{}, err
 		}
 		// On this read_committed consumer "high" is the last stable
-		// offset (see tryStartOffsets).
+		// offset (see Reading.bounds).
 		low, high, err := c.QueryWatermarkOffsets(topic, tp.Partition, 5000)
 		if err != nil {
 			return TopicState{}, fmt.Errorf("kafkaio: reading the offsets of %s[%d]: %w", topic, tp.Partition, err)
@@ -68,57 +66,29 @@ func topicID(ctx context.Context, c *kafka.Consumer, topic string) string {
 	return id.String()
 }
 
-// FollowFrom reads, without joining a consumer group, every partition in
-// from, each from its offset there (a negative one: from the partition's
-// first offset, as also where the offset is no longer held), committed
-// records only, until ctx ends (it then returns nil) or a callback returns
-// an error. From one goroutine, it calls onRecord for each record (in order
-// within a partition), onEOF when a partition has been read to its end,
-// and onIdle when no record came for 20 ms.
-func FollowFrom(ctx context.Context, s Settings, from Offsets, onRecord func(*port.Record) error,
-	onEOF func(topic string, partition int32) error, onIdle func() error,
-) error {
-	c, err := newReader(s, "follow", true, kafka.ConfigMap{"auto.offset.reset": "earliest"})
+// LowWatermarks returns, for each topic, the first offset each partition
+// still holds.
+func LowWatermarks(ctx context.Context, s Settings, topics []string) (Offsets, error) {
+	c, err := newReader(s, "tail", false, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = c.Close() }()
-	var assign []kafka.TopicPartition
-	for topic, offs := range from {
-		for p, off := range offs {
-			t := topic
-			o := kafka.Offset(off)
-			if off < 0 {
-				o = kafka.OffsetBeginning
-			}
-			assign = append(assign, kafka.TopicPartition{Topic: &t, Partition: int32(p), Offset: o})
+	out := Offsets{}
+	for _, topic := range topics {
+		tps, err := startOffsets(ctx, c, topic)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if err := c.Assign(assign); err != nil {
-		return fmt.Errorf("kafkaio: assigning %d partitions: %w", len(assign), err)
-	}
-	for ctx.Err() == nil {
-		switch e := c.Poll(20).(type) {
-		case nil:
-			if err := onIdle(); err != nil {
-				return err
+		lows := make([]int64, len(offsetsOf(tps)))
+		for _, tp := range tps {
+			low, _, err := c.QueryWatermarkOffsets(topic, tp.Partition, 5000)
+			if err != nil {
+				return nil, fmt.Errorf("kafkaio: reading the start of %s[%d]: %w", topic, tp.Partition, err)
 			}
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				continue
-			}
-			if err := onRecord(recordOf(e)); err != nil {
-				return err
-			}
-		case kafka.PartitionEOF:
-			if err := onEOF(*e.Topic, e.Partition); err != nil {
-				return err
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("kafkaio: following %d partitions: %w", len(assign), e)
-			}
+			lows[tp.Partition] = low
 		}
+		out[topic] = lows
 	}
-	return nil
+	return out, nil
 }

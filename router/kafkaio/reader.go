@@ -2,8 +2,8 @@ package kafkaio
 
 import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-// newReader returns the consumer Tail, Scan, Follow and the API's feed read
-// with: it is assigned partitions, never joins a group (librdkafka needs a
+// newReader returns the consumer Read (outside a group) and the topic
+// descriptions read with: it is assigned partitions, never joins a group (librdkafka needs a
 // group id all the same: "switchboard-<name>-<random>") and commits nothing,
 // and it reads committed records only. eof asks for end-of-partition events;
 // extra adds settings of the caller's.

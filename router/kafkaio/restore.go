@@ -57,7 +57,7 @@ func (c *Changelog) Restore(ctx context.Context, partitions []int32) (map[int32]
 // topic from its beginning and follows it.
 func FallbackFeed(s Settings, topic string, codec *schemas.Codec) port.FallbackFeed {
 	return func(ctx context.Context, apply func(*schemas.FallbackAnswer)) error {
-		return Tail(ctx, s, topic, true, nil, func(rec *port.Record) error {
+		return Read(ctx, s, Reading{Topics: []string{topic}, From: FromBeginning()}, func(rec *port.Record) error {
 			if rec.Value == nil {
 				return nil
 			}

@@ -45,7 +45,7 @@ func (a *benchAgent) run(ctx context.Context) error {
 	defer a.wg.Wait()
 	ph := a.ph
 	warned := false
-	return kafkaio.Consume(ctx, ph.kafka, ph.cfg.Kafka.GroupID+"-agent", []string{a.topic}, func(rec *port.Record) error {
+	return kafkaio.Read(ctx, ph.kafka, kafkaio.Reading{Topics: []string{a.topic}, From: kafkaio.FromBeginning(), Group: ph.cfg.Kafka.GroupID + "-agent"}, func(rec *port.Record) error {
 		now := ph.clock.Now()
 		r := ph.rowOf(rec.Key)
 		if r != nil {

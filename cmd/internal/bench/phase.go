@@ -303,7 +303,7 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 	part("agent", agent.run)
 	ready := make(chan struct{})
 	part("results reader", func(ctx context.Context) error {
-		return kafkaio.Tail(ctx, ph.kafka, ph.cfg.Topics.Results, true, func() { close(ready) }, ph.onResult)
+		return kafkaio.Read(ctx, ph.kafka, kafkaio.Reading{Topics: []string{ph.cfg.Topics.Results}, From: kafkaio.FromBeginning(), OnStart: func(kafkaio.Offsets) { close(ready) }}, ph.onResult)
 	})
 	part("sampler", ph.sample)
 	if pub, err = kafkaio.NewProducer(ph.settingsOf(ph.cfg, "switchboard-bench-publisher")); err != nil {
