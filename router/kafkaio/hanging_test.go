@@ -143,12 +143,16 @@ func testHangWatch(t *testing.T, bootstrap string) {
 	}()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.NewTimer(time.Minute)
+		defer deadline.Stop()
+		poll := time.NewTicker(50 * time.Millisecond)
+		defer poll.Stop()
 		for !cond() {
-			if time.Now().After(deadline) {
+			select {
+			case <-deadline.C:
 				t.Fatalf("%s: not within a minute; logs:\n%s", what, logs.String())
+			case <-poll.C:
 			}
-			time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 		}
 	}
 	waitFor("the watch reports the hanging transaction", func() bool { return w.Err() != nil })
