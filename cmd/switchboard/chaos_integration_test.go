@@ -634,6 +634,10 @@ func runChaos(t *testing.T, bin, bootstrap string, o chaosOptions, v chaosVarian
 	if n := verdict.failures(); n > 0 {
 		t.Errorf("%d intents broke the promise of exactly one result and at most one timeout event (see the examples above)", n)
 	}
+	if !verdict.pairedLateOK() {
+		t.Errorf("the routers resolved %d intents by their deadline although the agent had answered them at least %dms before it (%d answered in time): more than %.0f%% (see the paired_late examples above)",
+			verdict.PairedLate, agentLateMs, verdict.Answered+verdict.PairedLate, pairedLateMost*100)
+	}
 }
 
 // chaosRead is what the topics held at the end of a run.
@@ -755,8 +759,8 @@ func (c *chaosRun) report(v *chaosVerdict, rd *chaosRead, kills, exits int64, br
 	for _, role := range []string{"requests", "dispatches", "responses", "results", "timeouts"} {
 		c.say("records per %s since the start, %-10s %v", chaosBucket, role+":", rd.timeline[role])
 	}
-	c.say("fallbacks the agent would have answered: expired_unowned=%d (%d never dispatched, %d answered in time but resolved >%dms after the deadline by a new owner), agent_late=%d (answered <%dms before the deadline, or after), expired_outage=%d",
-		v.ExpiredUnowned, v.NeverDispatched, v.ResolvedLate, resolvedLateMs, v.AgentLate, agentLateMs, v.ExpiredOutage)
+	c.say("fallbacks the agent would have answered: expired_unowned=%d (%d never dispatched, %d answered in time but resolved >%dms after the deadline by a new owner), agent_late=%d (answered <%dms before the deadline, or after), expired_outage=%d, paired_late=%d (answered in time, resolved at the deadline by its owner)",
+		v.ExpiredUnowned, v.NeverDispatched, v.ResolvedLate, resolvedLateMs, v.AgentLate, agentLateMs, v.ExpiredOutage, v.PairedLate)
 	for _, p := range procs {
 		lines := logSummary(p.log())
 		if len(lines) > 8 {
@@ -770,9 +774,9 @@ func (c *chaosRun) report(v *chaosVerdict, rd *chaosRead, kills, exits int64, br
 		c.say("example %s", e)
 	}
 	line := fmt.Sprintf("chaos: run=%s delivery=%s intents=%d results=%d missing=%d duplicate=%d timeouts=%d timeout_dups=%d answered=%d fallback=%d expired_unowned=%d kills=%d broker_restarts=%d"+
-		" agent_late=%d expired_outage=%d entered=%d unpublished=%d send_errors=%d timeout_missing=%d timeout_orphans=%d wrong_outcome=%d lost_acked=%d strays=%d router_exits=%d took=%s",
+		" agent_late=%d expired_outage=%d paired_late=%d entered=%d unpublished=%d send_errors=%d timeout_missing=%d timeout_orphans=%d wrong_outcome=%d lost_acked=%d strays=%d router_exits=%d took=%s",
 		c.v.name, c.o.delivery, v.Intents, v.Results, v.Missing, v.Duplicate, v.Timeouts, v.TimeoutDups, v.Answered, v.Fallback, v.ExpiredUnowned, kills, brokerRestarts,
-		v.AgentLate, v.ExpiredOutage, v.Entered, v.Unpublished, v.SendErrors, v.TimeoutMissing, v.TimeoutOrphans, v.WrongOutcome, v.LostAcked, v.Strays, exits, time.Since(c.began).Round(time.Second))
+		v.AgentLate, v.ExpiredOutage, v.PairedLate, v.Entered, v.Unpublished, v.SendErrors, v.TimeoutMissing, v.TimeoutOrphans, v.WrongOutcome, v.LostAcked, v.Strays, exits, time.Since(c.began).Round(time.Second))
 	c.t.Log(line)
 	fmt.Println(line)
 }
