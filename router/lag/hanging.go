@@ -66,9 +66,11 @@ const DefaultHangAfter = 40 * time.Second
 // and reports a partition whose last stable offset is stuck behind its high
 // watermark (a hanging transaction): one log line naming the partition and
 // the command that aborts the transaction, a counter, and Err's error
-// until the offset moves again. It only watches: it aborts nothing. Create
-// it with NewHangWatch, run it with Run, stop it with Shutdown; Hanging and
-// Err are safe for concurrent use.
+// until the offset moves again. Given a TxnAborter (WithHangAborter) it
+// then ends the transaction itself when nothing says it may be a live one
+// (abort.go); without one it only watches. Create it with NewHangWatch,
+// run it with Run, stop it with Shutdown; Hanging and Err are safe for
+// concurrent use.
 type HangWatch struct {
 	admin     EndsAdmin
 	topics    []string
@@ -78,6 +80,8 @@ type HangWatch struct {
 	bootstrap string
 	log       *slog.Logger
 	found     prometheus.Counter
+	aborter   TxnAborter // nil: watch only
+	aborted   prometheus.Counter
 
 	seen    map[partitionKey]*stuckAt // Run's goroutine only
 	failing bool                      // the last sample failed (Run's goroutine only)
@@ -102,6 +106,9 @@ type stuckAt struct {
 	stable   int64
 	since    time.Time
 	reported bool
+	// abortLogged: a line said why the watch did not abort it; refused:
+	// the cluster refused the abort, so the watch no longer tries.
+	abortLogged, refused bool
 }
 
 // HangOption configures a HangWatch.
@@ -114,6 +121,7 @@ type hangOptions struct {
 	bootstrap string
 	reg       prometheus.Registerer
 	log       *slog.Logger
+	aborter   TxnAborter
 }
 
 // WithHangClock sets the clock the interval and the limit run on (default:
@@ -137,6 +145,10 @@ func WithHangRegisterer(r prometheus.Registerer) HangOption {
 	return func(o *hangOptions) { o.reg = r }
 }
 
+// WithHangAborter makes the watch end the hanging transactions it finds
+// itself, with a (default: it only reports them).
+func WithHangAborter(a TxnAborter) HangOption { return func(o *hangOptions) { o.aborter = a } }
+
 // WithHangLogger sets the logger (default slog.Default()).
 func WithHangLogger(l *slog.Logger) HangOption { return func(o *hangOptions) { o.log = l } }
 
@@ -155,10 +167,14 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	w := &HangWatch{
 		admin: admin, clock: o.clock, interval: o.interval, after: o.after, bootstrap: o.bootstrap, log: o.log,
-		seen: map[partitionKey]*stuckAt{},
+		aborter: o.aborter, seen: map[partitionKey]*stuckAt{},
 		found: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_hanging_transactions_total",
 			Help: "Partitions found with a hanging transaction: the last stable offset stuck behind the high watermark for longer than twice the transaction timeout (read_committed readers stall there; see the log line for the abort command).",
+		}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_hanging_transactions_aborted_total",
+			Help: "Hanging transactions this instance aborted itself (router.abort_hanging_transactions): an abort marker written for a producer its coordinator had forgotten; see the log line for the partition, producer and offset.",
 		}),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -169,6 +185,9 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	slices.Sort(w.topics)
 	if err := o.reg.Register(w.found); err != nil {
+		return nil, fmt.Errorf("lag: registering metrics: %w", err)
+	}
+	if err := o.reg.Register(w.aborted); err != nil {
 		return nil, fmt.Errorf("lag: registering metrics: %w", err)
 	}
 	if err := o.reg.Register(&hangCollector{w: w}); err != nil {
@@ -268,7 +287,14 @@ func (w *HangWatch) sample(ctx context.Context) {
 		w.log.Info("lag: the hanging-transaction watch reads the partitions' ends again")
 		w.failing = false
 	}
-	w.observe(ends, w.clock.Now())
+	now := w.clock.Now()
+	w.observe(ends, now)
+	if w.aborter == nil {
+		return
+	}
+	for _, h := range w.Hanging() {
+		w.tryAbort(ctx, h, w.seen[partitionKey{h.Topic, h.Partition}], now)
+	}
 }
 
 // observe updates what it knows of each partition from one sample taken at

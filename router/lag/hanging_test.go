@@ -83,7 +83,7 @@ type hangHarness struct {
 
 const hangInterval = 10 * time.Second
 
-func newHangHarness(t *testing.T) *hangHarness {
+func newHangHarness(t *testing.T, opts ...lag.HangOption) *hangHarness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	h := &hangHarness{
@@ -91,10 +91,11 @@ func newHangHarness(t *testing.T) *hangHarness {
 		admin: &fakeEnds{ends: map[string]map[int32]lag.Ends{}},
 	}
 	var err error
-	h.w, err = lag.NewHangWatch(h.admin, []string{"sb.result", "sb.pending", "sb.result"},
-		lag.WithHangClock(h.clock), lag.WithHangInterval(hangInterval), lag.WithHangAfter(40*time.Second),
+	h.w, err = lag.NewHangWatch(h.admin, []string{"sb.result", "sb.pending", "sb.result"}, append([]lag.HangOption{
+		lag.WithHangClock(h.clock), lag.WithHangInterval(hangInterval), lag.WithHangAfter(40 * time.Second),
 		lag.WithHangBootstrap("127.0.0.1:9092"), lag.WithHangRegisterer(h.reg),
-		lag.WithHangLogger(slog.New(slog.NewTextHandler(h.logs, nil))))
+		lag.WithHangLogger(slog.New(slog.NewTextHandler(h.logs, nil))),
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
