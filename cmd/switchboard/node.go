@@ -434,7 +434,9 @@ func (n *node) closeLag() {
 }
 
 // newHangWatch builds the watch for hanging transactions on the topics
-// Switchboard reads and writes (read_committed readers stall behind one):
+// Switchboard reads and writes (read_committed readers stall behind one)
+// and, under exactly_once, the router group's partition of
+// __consumer_offsets (a takeover's committed-offset read stalls there):
 // sampled as often as the agents' lag, reported after twice the router's
 // transaction timeout. Unless router.abort_hanging_transactions is false
 // it aborts them itself too; a client that cannot be built (a SASL
@@ -450,6 +452,9 @@ func (n *node) newHangWatch(reg prometheus.Registerer, s kafkaio.Settings) (*lag
 		lag.WithHangInterval(n.cfg.Router.LagInterval.D()),
 		lag.WithHangAfter(2 * kafkaio.TransactionTimeout(s)), lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
 		lag.WithHangRegisterer(reg), lag.WithHangLogger(n.log),
+	}
+	if n.cfg.Router.Delivery == config.ExactlyOnce { // its offsets are committed in the transactions
+		opts = append(opts, lag.WithHangGroupOffsets(n.cfg.Kafka.GroupID))
 	}
 	if n.cfg.Router.AbortsHangingTransactions() {
 		a, err := kafkaio.NewTxnAborter(s)

@@ -167,3 +167,53 @@ func TestHangWatchStopsTryingWhenRefused(t *testing.T) {
 		t.Fatalf("the abort was tried %d times over four hanging samples, want once", a.tries)
 	}
 }
+
+func TestOffsetsPartitionIsTheBrokers(t *testing.T) {
+	// Kafka's Utils.abs(s.hashCode()) % 50 (Math.abs), from jshell; the
+	// last two hash negative.
+	for group, want := range map[string]int32{"switchboard-router": 8, "chaos.é-router-🎉": 39, "hangabort.x1.group": 32, "hangabort.a43b0236.group": 0} {
+		if got := lag.OffsetsPartition(group, 50); got != want {
+			t.Errorf("OffsetsPartition(%q, 50) = %d, want %d", group, got, want)
+		}
+	}
+}
+
+// TestHangWatchWatchesTheGroupsOffsets: with WithHangGroupOffsets the
+// watch also finds (and aborts) a forgotten transaction on the group's
+// partition of __consumer_offsets, and only that partition; when that
+// topic cannot be read, the others are still watched.
+func TestHangWatchWatchesTheGroupsOffsets(t *testing.T) {
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[int64]bool{}}
+	h := newHangHarness(t, lag.WithHangAborter(a), lag.WithHangGroupOffsets("switchboard-router"))
+	t0 := h.clock.Now()
+	for p := range int32(50) {
+		h.admin.set(lag.OffsetsTopic, p, 10, 10)
+	}
+	h.admin.set(lag.OffsetsTopic, 8, 20, 21) // the group's, held by the forgotten producer
+	h.admin.set(lag.OffsetsTopic, 3, 30, 31) // another group's
+	a.set(lag.OffsetsTopic+"[8]", lag.Producer{ID: 31, Epoch: 2, TxnStart: 20, LastWrite: t0.Add(-time.Hour)})
+	a.set(lag.OffsetsTopic+"[3]", lag.Producer{ID: 44, Epoch: 1, TxnStart: 30, LastWrite: t0.Add(-time.Hour)})
+	for range 5 {
+		h.next()
+	}
+	if got := a.aborted(); len(got) != 1 || got[0] != "__consumer_offsets[8] 31 2/0" {
+		t.Fatalf("aborts %v, want producer 31 on __consumer_offsets[8] only", got)
+	}
+	if hs := h.w.Hanging(); len(hs) != 1 || hs[0].Topic != lag.OffsetsTopic || hs[0].Partition != 8 {
+		t.Fatalf("Hanging = %+v, want __consumer_offsets[8] only", hs)
+	}
+
+	h.admin.mu.Lock()
+	h.admin.failOn = lag.OffsetsTopic
+	h.admin.mu.Unlock()
+	h.admin.set("sb.result", 1, 5, 6)
+	for range 6 {
+		h.next()
+	}
+	if got := strings.Count(h.logs.String(), "could not read __consumer_offsets's ends"); got != 1 {
+		t.Fatalf("the unreadable offsets topic is logged %d times, want once; logs:\n%s", got, h.logs.String())
+	}
+	if hs := h.w.Hanging(); len(hs) != 1 || hs[0].Topic != "sb.result" {
+		t.Fatalf("Hanging = %+v, want sb.result[1]: the other topics are still watched", hs)
+	}
+}

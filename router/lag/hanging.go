@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +84,9 @@ type HangWatch struct {
 	found     prometheus.Counter
 	aborter   TxnAborter // nil: watch only
 	aborted   prometheus.Counter
+	group     string // watch its partition of OffsetsTopic too ("": not)
+
+	offsetsFailing bool // the last sample of OffsetsTopic failed (Run's goroutine only)
 
 	seen    map[partitionKey]*stuckAt // Run's goroutine only
 	failing bool                      // the last sample failed (Run's goroutine only)
@@ -122,6 +127,7 @@ type hangOptions struct {
 	reg       prometheus.Registerer
 	log       *slog.Logger
 	aborter   TxnAborter
+	group     string
 }
 
 // WithHangClock sets the clock the interval and the limit run on (default:
@@ -149,6 +155,14 @@ func WithHangRegisterer(r prometheus.Registerer) HangOption {
 // itself, with a (default: it only reports them).
 func WithHangAborter(a TxnAborter) HangOption { return func(o *hangOptions) { o.aborter = a } }
 
+// WithHangGroupOffsets makes the watch watch group's partition of
+// OffsetsTopic too: a transaction that committed the group's offsets
+// (TxnOffsetCommit) and was forgotten holds them there, and a reader of
+// the group's committed offsets that requires them stable (a takeover)
+// waits for good. It is read in a request of its own: a failure to read it
+// (its ACL) is said once and leaves the other topics watched.
+func WithHangGroupOffsets(group string) HangOption { return func(o *hangOptions) { o.group = group } }
+
 // WithHangLogger sets the logger (default slog.Default()).
 func WithHangLogger(l *slog.Logger) HangOption { return func(o *hangOptions) { o.log = l } }
 
@@ -167,7 +181,7 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	w := &HangWatch{
 		admin: admin, clock: o.clock, interval: o.interval, after: o.after, bootstrap: o.bootstrap, log: o.log,
-		aborter: o.aborter, seen: map[partitionKey]*stuckAt{},
+		aborter: o.aborter, group: o.group, seen: map[partitionKey]*stuckAt{},
 		found: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_hanging_transactions_total",
 			Help: "Partitions found with a hanging transaction: the last stable offset stuck behind the high watermark for longer than twice the transaction timeout (read_committed readers stall there; see the log line for the abort command).",
@@ -287,6 +301,9 @@ func (w *HangWatch) sample(ctx context.Context) {
 		w.log.Info("lag: the hanging-transaction watch reads the partitions' ends again")
 		w.failing = false
 	}
+	if w.group != "" {
+		w.addGroupOffsets(ctx, ends)
+	}
 	now := w.clock.Now()
 	w.observe(ends, now)
 	if w.aborter == nil {
@@ -295,6 +312,55 @@ func (w *HangWatch) sample(ctx context.Context) {
 	for _, h := range w.Hanging() {
 		w.tryAbort(ctx, h, w.seen[partitionKey{h.Topic, h.Partition}], now)
 	}
+}
+
+// addGroupOffsets adds the ends of the group's partition of OffsetsTopic
+// to ends.
+func (w *HangWatch) addGroupOffsets(ctx context.Context, ends map[string]map[int32]Ends) {
+	oe, err := w.admin.Ends(ctx, []string{OffsetsTopic})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		if !w.offsetsFailing {
+			w.log.Warn("lag: the hanging-transaction watch could not read "+OffsetsTopic+"'s ends, so it does not watch the group's committed offsets (said once until it can; under ACLs it needs Describe on that topic)",
+				"group", w.group, "err", err)
+		}
+		w.offsetsFailing = true
+		return
+	}
+	w.offsetsFailing = false
+	parts := oe[OffsetsTopic]
+	if len(parts) == 0 {
+		return
+	}
+	p := OffsetsPartition(w.group, len(parts))
+	if e, ok := parts[p]; ok {
+		ends[OffsetsTopic] = map[int32]Ends{p: e}
+	}
+}
+
+// OffsetsTopic is the topic where Kafka keeps consumer groups' committed
+// offsets.
+const OffsetsTopic = "__consumer_offsets"
+
+// OffsetsPartition is the partition of OffsetsTopic, of n, that holds
+// group's offsets: the broker's Utils.abs(group.hashCode()) % n, with
+// Java's String hash over the UTF-16 code units, and Kafka's abs
+// (Math.abs, but 0 for the smallest int).
+func OffsetsPartition(group string, n int) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(u)
+	}
+	abs := int64(h)
+	if abs < 0 {
+		abs = -abs
+	}
+	if h == math.MinInt32 {
+		abs = 0
+	}
+	return int32(abs % int64(n))
 }
 
 // observe updates what it knows of each partition from one sample taken at

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ type fakeEnds struct {
 	mu   sync.Mutex
 	ends map[string]map[int32]lag.Ends
 	fail error
+	// failOn fails a request that names it.
+	failOn string
 }
 
 func (f *fakeEnds) Ends(_ context.Context, topics []string) (map[string]map[int32]lag.Ends, error) {
@@ -30,6 +33,9 @@ func (f *fakeEnds) Ends(_ context.Context, topics []string) (map[string]map[int3
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return nil, f.fail
+	}
+	if f.failOn != "" && slices.Contains(topics, f.failOn) {
+		return nil, errors.New("TOPIC_AUTHORIZATION_FAILED")
 	}
 	out := map[string]map[int32]lag.Ends{}
 	for _, t := range topics {
