@@ -118,7 +118,7 @@ func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now ti
 		w.log.Warn(fmt.Sprintf("lag: not aborting the hanging transaction on %s[%d] (offset %d): %s; abort it by hand if it stays: %s",
 			h.Topic, h.Partition, h.Stable, unsafe.why, h.AbortCommand(w.bootstrap)))
 	case refused:
-		w.log.Error(fmt.Sprintf("lag: could not abort the hanging transaction on %s[%d] (offset %d): %v; give the router's principal ClusterAction on the cluster, or abort it with: %s",
+		w.log.Error(fmt.Sprintf("lag: could not abort the hanging transaction on %s[%d] (offset %d): %v; give the router's principal ClusterAction on the cluster and Read on the topic, or abort it with: %s",
 			h.Topic, h.Partition, h.Stable, err, h.AbortCommand(w.bootstrap)))
 	default:
 		w.log.Warn(fmt.Sprintf("lag: could not abort the hanging transaction on %s[%d] (offset %d) yet: %v (tried again at each sample; said once)",
