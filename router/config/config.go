@@ -261,10 +261,10 @@ type Router struct {
 	// AbortHangingTransactions says whether each instance aborts a hanging
 	// transaction on Switchboard's topics itself (an abort marker for a
 	// producer whose transaction has held a partition's last stable offset
-	// for twice the transaction timeout, silent as long, and that no
-	// transaction coordinator lists in progress); false: it only reports
-	// it, with the command to abort it. Default true. It needs
-	// ClusterAction on the cluster under ACLs.
+	// for twice the transaction timeout, silent as long, and with no
+	// transaction in progress on that partition at its coordinator); false:
+	// it only reports it, with the command to abort it. Default true. It
+	// needs ClusterAction on the cluster under ACLs.
 	AbortHangingTransactions *bool `yaml:"abort_hanging_transactions"`
 }
 

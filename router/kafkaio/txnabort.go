@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,16 +94,48 @@ func (a *TxnAborter) Producers(ctx context.Context, topic string, partition int3
 // (its markers not all written yet).
 var liveTxnStates = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
 
-// Live implements lag.TxnAborter (ListTransactions filtered by producer
-// id, to every broker: each coordinates some transactional ids). A broker
-// that does not answer is an error: it may coordinate the producer.
-func (a *TxnAborter) Live(ctx context.Context, ids []int64) (map[int64]bool, error) {
+// Live implements lag.TxnAborter: ListTransactions filtered by producer
+// id and the live states, to every broker (each coordinates some
+// transactional ids), then DescribeTransactions of those ids, to their
+// coordinators: live if one has the partition in the producer's
+// transaction. A broker that does not answer is an error: it may
+// coordinate the producer.
+func (a *TxnAborter) Live(ctx context.Context, topic string, partition int32, p lag.Producer) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
 	defer cancel()
+	ids, err := a.listLive(ctx, p.ID)
+	if err != nil || len(ids) == 0 {
+		return false, err
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = ids
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return false, fmt.Errorf("kafkaio: describing transactions %v: %w", ids, err)
+	}
+	for _, ts := range resp.TransactionStates {
+		if err := kerr.ErrorForCode(ts.ErrorCode); err != nil {
+			return false, fmt.Errorf("kafkaio: describing transaction %s: %w", ts.TransactionalID, err)
+		}
+		if ts.ProducerID != p.ID || !slices.Contains(liveTxnStates, ts.State) {
+			continue
+		}
+		for _, t := range ts.Topics {
+			if t.Topic == topic && slices.Contains(t.Partitions, partition) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// listLive returns the transactional ids of producer id whose coordinator
+// lists them in a live state.
+func (a *TxnAborter) listLive(ctx context.Context, id int64) ([]string, error) {
 	req := kmsg.NewPtrListTransactionsRequest()
-	req.ProducerIDFilters = ids
+	req.ProducerIDFilters = []int64{id}
 	req.StateFilters = liveTxnStates
-	out := map[int64]bool{}
+	var out []string
 	for _, sh := range a.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
 			return nil, fmt.Errorf("kafkaio: listing transactions on broker %d: %w", sh.Meta.NodeID, sh.Err)
@@ -115,10 +148,8 @@ func (a *TxnAborter) Live(ctx context.Context, ids []int64) (map[int64]bool, err
 			return nil, fmt.Errorf("kafkaio: listing transactions on broker %d: %w", sh.Meta.NodeID, err)
 		}
 		for _, ts := range resp.TransactionStates {
-			for _, id := range ids {
-				if ts.ProducerID == id {
-					out[id] = true
-				}
+			if ts.ProducerID == id {
+				out = append(out, ts.TransactionalID)
 			}
 		}
 	}

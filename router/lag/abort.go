@@ -29,9 +29,12 @@ type Producer struct {
 type TxnAborter interface {
 	// Producers describes the producers with state on topic[partition].
 	Producers(ctx context.Context, topic string, partition int32) ([]Producer, error)
-	// Live returns which of ids a transaction coordinator lists with a
-	// transaction in progress (Ongoing, or being committed or aborted).
-	Live(ctx context.Context, ids []int64) (map[int64]bool, error)
+	// Live reports whether a transaction coordinator has p's transaction
+	// on topic[partition] in progress (Ongoing, or being committed or
+	// aborted, with the partition among its partitions): then the
+	// coordinator will end it. A producer id the coordinator re-initialised
+	// (a new epoch, its transaction on other partitions) is not live here.
+	Live(ctx context.Context, topic string, partition int32, p Producer) (bool, error)
 	// Abort writes an abort marker for p's open transaction on
 	// topic[partition]. An error wrapping ErrAbortRefused says the
 	// cluster will not let this client do it (its authorization).
@@ -53,7 +56,8 @@ func (u unsafeToAbort) Error() string { return u.why }
 // the producer whose transaction starts at h.Stable must have written
 // nothing for at least the watch's limit (twice the transaction timeout,
 // as the last stable offset has not moved for), and no transaction
-// coordinator may list it in progress. It returns the producer aborted, or
+// coordinator may have a transaction of it in progress that includes the
+// partition. It returns the producer aborted, or
 // an error: unsafeToAbort when the transaction must be left alone, the
 // aborter's error otherwise.
 func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) (Producer, error) {
@@ -77,12 +81,12 @@ func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) 
 	case now.Sub(p.LastWrite) < w.after:
 		return p, unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.after)}
 	}
-	live, err := w.aborter.Live(ctx, []int64{p.ID})
+	live, err := w.aborter.Live(ctx, h.Topic, h.Partition, p)
 	if err != nil {
 		return p, fmt.Errorf("asking the transaction coordinators about producer %d: %w", p.ID, err)
 	}
-	if live[p.ID] {
-		return p, unsafeToAbort{fmt.Sprintf("a transaction coordinator lists producer %d with a transaction in progress", p.ID)}
+	if live {
+		return p, unsafeToAbort{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
 	}
 	return p, w.aborter.Abort(ctx, h.Topic, h.Partition, p)
 }

@@ -16,7 +16,7 @@ import (
 type fakeAborter struct {
 	mu        sync.Mutex
 	producers map[string][]lag.Producer // by "topic[partition]"
-	live      map[int64]bool
+	live      map[string]bool           // "topic[partition] producer"
 	refuse    error
 	tries     int
 	aborts    []string // "topic[partition] producer epoch/coordinator epoch"
@@ -28,14 +28,10 @@ func (f *fakeAborter) Producers(_ context.Context, topic string, p int32) ([]lag
 	return append([]lag.Producer(nil), f.producers[fmt.Sprintf("%s[%d]", topic, p)]...), nil
 }
 
-func (f *fakeAborter) Live(_ context.Context, ids []int64) (map[int64]bool, error) {
+func (f *fakeAborter) Live(_ context.Context, topic string, p int32, pr lag.Producer) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := map[int64]bool{}
-	for _, id := range ids {
-		out[id] = f.live[id]
-	}
-	return out, nil
+	return f.live[fmt.Sprintf("%s[%d] %d", topic, p, pr.ID)], nil
 }
 
 func (f *fakeAborter) Abort(_ context.Context, topic string, p int32, pr lag.Producer) error {
@@ -63,7 +59,7 @@ func (f *fakeAborter) aborted() []string {
 
 func newAbortHarness(t *testing.T) (*hangHarness, *fakeAborter) {
 	t.Helper()
-	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[int64]bool{}}
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
 	return newHangHarness(t, lag.WithHangAborter(a)), a
 }
 
@@ -81,9 +77,11 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 		lag.Producer{ID: 31, Epoch: 2, TxnStart: 42, LastWrite: t0, CoordinatorEpoch: 0}, // the stuck one
 		lag.Producer{ID: 40, Epoch: 7, TxnStart: 50, LastWrite: t0.Add(-time.Hour)},      // open later, not what holds the offset
 	)
-	// sb.pending[1]'s producer is listed Ongoing by its coordinator.
+	// sb.pending[1]'s producer has it in a transaction its coordinator
+	// lists Ongoing; producer 31 is live too, but on another partition.
 	a.set("sb.pending[1]", lag.Producer{ID: 77, Epoch: 3, TxnStart: 10, LastWrite: t0.Add(-time.Hour)})
-	a.live[77] = true
+	a.live["sb.pending[1] 77"] = true
+	a.live["sb.pending[1] 31"] = true
 
 	for range 5 { // t=10s..50s: first seen at 10 s, not yet hanging at 40 s
 		h.next()
@@ -98,7 +96,7 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	if !strings.Contains(logs, "aborted the hanging transaction on sb.result[3]: producer 31 (epoch 2) had left it open at offset 42") {
 		t.Fatalf("no line names the abort of producer 31 at offset 42; logs:\n%s", logs)
 	}
-	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator lists producer 77 with a transaction in progress") {
+	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
 		t.Fatalf("no line says why sb.pending[1] was left alone; logs:\n%s", logs)
 	}
 	h.admin.set("sb.result", 3, 57, 57) // the marker: the stable offset reaches the high watermark
@@ -183,7 +181,7 @@ func TestOffsetsPartitionIsTheBrokers(t *testing.T) {
 // partition of __consumer_offsets, and only that partition; when that
 // topic cannot be read, the others are still watched.
 func TestHangWatchWatchesTheGroupsOffsets(t *testing.T) {
-	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[int64]bool{}}
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
 	h := newHangHarness(t, lag.WithHangAborter(a), lag.WithHangGroupOffsets("switchboard-router"))
 	t0 := h.clock.Now()
 	for p := range int32(50) {
