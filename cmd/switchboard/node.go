@@ -46,6 +46,7 @@ type node struct {
 	lag     *lag.Sampler    // the agents' consumer lag
 	lagConn *kafkaio.LagAdmin
 	hang    *lag.HangWatch      // hanging transactions on Switchboard's topics (shares lagConn's admin client)
+	aborter *kafkaio.TxnAborter // ends them for hang (router.abort_hanging_transactions); nil: off
 	ownLag  *lag.ConsumerLag    // the router consumer's lag, fed by whichever router runs
 	traces  *telemetry.Provider // nil: tracing off (tracing.go)
 
@@ -183,7 +184,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	built := false
 	defer func() {
 		if !built {
-			_ = n.lagConn.Close()
+			n.closeLag()
 			n.flushTraces()
 		}
 	}()
@@ -318,7 +319,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
-	_ = n.lagConn.Close()
+	n.closeLag()
 	n.pub.Close()
 	if err := n.lookup.Close(); err != nil {
 		errs <- fmt.Errorf("lookup store: %w", err)
@@ -418,24 +419,53 @@ func (n *node) newLag(reg prometheus.Registerer) error {
 		n.hang, err = n.newHangWatch(reg, lagKafka)
 	}
 	if err != nil {
-		_ = n.lagConn.Close()
+		n.closeLag()
 	}
 	return err
 }
 
+// closeLag closes the lag sampler's and the hanging-transaction watch's
+// clients.
+func (n *node) closeLag() {
+	_ = n.lagConn.Close()
+	if n.aborter != nil {
+		n.aborter.Close()
+	}
+}
+
 // newHangWatch builds the watch for hanging transactions on the topics
-// Switchboard reads and writes (read_committed readers stall behind one):
+// Switchboard reads and writes (read_committed readers stall behind one)
+// and, under exactly_once, the router group's partition of
+// __consumer_offsets (a takeover's committed-offset read stalls there):
 // sampled as often as the agents' lag, reported after twice the router's
-// transaction timeout.
+// transaction timeout. Unless router.abort_hanging_transactions is false
+// it aborts them itself too; a client that cannot be built (a SASL
+// mechanism franz-go's aborter does not speak) leaves it watching only,
+// and says so.
 func (n *node) newHangWatch(reg prometheus.Registerer, s kafkaio.Settings) (*lag.HangWatch, error) {
 	t := n.cfg.Topics
 	topics := []string{t.Requests, t.Responses, t.Results, t.Timeouts, t.DeadLetter, t.Pending, t.Progress}
 	for _, a := range n.cfg.Agents {
 		topics = append(topics, a.Topic)
 	}
-	return lag.NewHangWatch(n.lagConn, topics, lag.WithHangInterval(n.cfg.Router.LagInterval.D()),
-		lag.WithHangAfter(2*kafkaio.TransactionTimeout(s)), lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
-		lag.WithHangRegisterer(reg), lag.WithHangLogger(n.log))
+	opts := []lag.HangOption{
+		lag.WithHangInterval(n.cfg.Router.LagInterval.D()),
+		lag.WithHangAfter(2 * kafkaio.TransactionTimeout(s)), lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
+		lag.WithHangRegisterer(reg), lag.WithHangLogger(n.log),
+	}
+	if n.cfg.Router.Delivery == config.ExactlyOnce { // its offsets are committed in the transactions
+		opts = append(opts, lag.WithHangGroupOffsets(n.cfg.Kafka.GroupID))
+	}
+	if n.cfg.Router.AbortsHangingTransactions() {
+		a, err := kafkaio.NewTxnAborter(s)
+		if err != nil {
+			n.log.Warn("the hanging-transaction watch will only report, not abort: " + err.Error())
+		} else {
+			n.aborter = a
+			opts = append(opts, lag.WithHangAborter(a))
+		}
+	}
+	return lag.NewHangWatch(n.lagConn, topics, opts...)
 }
 
 // agentLag is an agent's consumer lag for GET /v1/agents.

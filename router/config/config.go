@@ -258,6 +258,20 @@ type Router struct {
 	// lag, and how often its consumer reports its own (librdkafka's
 	// statistics.interval.ms). Default 15s, at least 1s.
 	LagInterval Duration `yaml:"lag_interval"`
+	// AbortHangingTransactions says whether each instance aborts a hanging
+	// transaction on Switchboard's topics itself (an abort marker for a
+	// producer whose transaction has held a partition's last stable offset
+	// for twice the transaction timeout, silent as long, and with no
+	// transaction in progress on that partition at its coordinator); false:
+	// it only reports it, with the command to abort it. Default true. It
+	// needs ClusterAction on the cluster under ACLs.
+	AbortHangingTransactions *bool `yaml:"abort_hanging_transactions"`
+}
+
+// AbortsHangingTransactions reports whether AbortHangingTransactions is on
+// (unset: on).
+func (r *Router) AbortsHangingTransactions() bool {
+	return r.AbortHangingTransactions == nil || *r.AbortHangingTransactions
 }
 
 // HTTP is the API's listener.

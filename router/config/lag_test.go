@@ -30,3 +30,22 @@ func TestAgentGroupAndLagInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestAbortHangingTransactionsDefaultsOn(t *testing.T) {
+	for yaml, want := range map[string]bool{
+		"": true,
+		"router:\n  abort_hanging_transactions: true\n":  true,
+		"router:\n  abort_hanging_transactions: false\n": false,
+	} {
+		c, err := parse(t, "agents: {a: {}}\nintents: {e: {agent: a}}\n"+yaml, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Router.AbortsHangingTransactions(); got != want {
+			t.Errorf("%q: AbortsHangingTransactions() = %v, want %v", yaml, got, want)
+		}
+	}
+	if _, err := parse(t, "agents: {a: {}}\nintents: {e: {agent: a}}\nrouter:\n  abort_hanging_transactions: sometimes\n", nil); err == nil {
+		t.Error("abort_hanging_transactions: sometimes was accepted")
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,9 +68,11 @@ const DefaultHangAfter = 40 * time.Second
 // and reports a partition whose last stable offset is stuck behind its high
 // watermark (a hanging transaction): one log line naming the partition and
 // the command that aborts the transaction, a counter, and Err's error
-// until the offset moves again. It only watches: it aborts nothing. Create
-// it with NewHangWatch, run it with Run, stop it with Shutdown; Hanging and
-// Err are safe for concurrent use.
+// until the offset moves again. Given a TxnAborter (WithHangAborter) it
+// then ends the transaction itself when nothing says it may be a live one
+// (abort.go); without one it only watches. Create it with NewHangWatch,
+// run it with Run, stop it with Shutdown; Hanging and Err are safe for
+// concurrent use.
 type HangWatch struct {
 	admin     EndsAdmin
 	topics    []string
@@ -78,6 +82,11 @@ type HangWatch struct {
 	bootstrap string
 	log       *slog.Logger
 	found     prometheus.Counter
+	aborter   TxnAborter // nil: watch only
+	aborted   prometheus.Counter
+	group     string // watch its partition of OffsetsTopic too ("": not)
+
+	offsetsFailing bool // the last sample of OffsetsTopic failed (Run's goroutine only)
 
 	seen    map[partitionKey]*stuckAt // Run's goroutine only
 	failing bool                      // the last sample failed (Run's goroutine only)
@@ -102,6 +111,9 @@ type stuckAt struct {
 	stable   int64
 	since    time.Time
 	reported bool
+	// abortLogged: a line said why the watch did not abort it; refused:
+	// the cluster refused the abort, so the watch no longer tries.
+	abortLogged, refused bool
 }
 
 // HangOption configures a HangWatch.
@@ -114,6 +126,8 @@ type hangOptions struct {
 	bootstrap string
 	reg       prometheus.Registerer
 	log       *slog.Logger
+	aborter   TxnAborter
+	group     string
 }
 
 // WithHangClock sets the clock the interval and the limit run on (default:
@@ -137,6 +151,18 @@ func WithHangRegisterer(r prometheus.Registerer) HangOption {
 	return func(o *hangOptions) { o.reg = r }
 }
 
+// WithHangAborter makes the watch end the hanging transactions it finds
+// itself, with a (default: it only reports them).
+func WithHangAborter(a TxnAborter) HangOption { return func(o *hangOptions) { o.aborter = a } }
+
+// WithHangGroupOffsets makes the watch watch group's partition of
+// OffsetsTopic too: a transaction that committed the group's offsets
+// (TxnOffsetCommit) and was forgotten holds them there, and a reader of
+// the group's committed offsets that requires them stable (a takeover)
+// waits for good. It is read in a request of its own: a failure to read it
+// (its ACL) is said once and leaves the other topics watched.
+func WithHangGroupOffsets(group string) HangOption { return func(o *hangOptions) { o.group = group } }
+
 // WithHangLogger sets the logger (default slog.Default()).
 func WithHangLogger(l *slog.Logger) HangOption { return func(o *hangOptions) { o.log = l } }
 
@@ -155,10 +181,14 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	w := &HangWatch{
 		admin: admin, clock: o.clock, interval: o.interval, after: o.after, bootstrap: o.bootstrap, log: o.log,
-		seen: map[partitionKey]*stuckAt{},
+		aborter: o.aborter, group: o.group, seen: map[partitionKey]*stuckAt{},
 		found: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_hanging_transactions_total",
 			Help: "Partitions found with a hanging transaction: the last stable offset stuck behind the high watermark for longer than twice the transaction timeout (read_committed readers stall there; see the log line for the abort command).",
+		}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_hanging_transactions_aborted_total",
+			Help: "Hanging transactions this instance aborted itself (router.abort_hanging_transactions): an abort marker written for a producer its coordinator had forgotten; see the log line for the partition, producer and offset.",
 		}),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -169,6 +199,9 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	slices.Sort(w.topics)
 	if err := o.reg.Register(w.found); err != nil {
+		return nil, fmt.Errorf("lag: registering metrics: %w", err)
+	}
+	if err := o.reg.Register(w.aborted); err != nil {
 		return nil, fmt.Errorf("lag: registering metrics: %w", err)
 	}
 	if err := o.reg.Register(&hangCollector{w: w}); err != nil {
@@ -268,7 +301,66 @@ func (w *HangWatch) sample(ctx context.Context) {
 		w.log.Info("lag: the hanging-transaction watch reads the partitions' ends again")
 		w.failing = false
 	}
-	w.observe(ends, w.clock.Now())
+	if w.group != "" {
+		w.addGroupOffsets(ctx, ends)
+	}
+	now := w.clock.Now()
+	w.observe(ends, now)
+	if w.aborter == nil {
+		return
+	}
+	for _, h := range w.Hanging() {
+		w.tryAbort(ctx, h, w.seen[partitionKey{h.Topic, h.Partition}], now)
+	}
+}
+
+// addGroupOffsets adds the ends of the group's partition of OffsetsTopic
+// to ends.
+func (w *HangWatch) addGroupOffsets(ctx context.Context, ends map[string]map[int32]Ends) {
+	oe, err := w.admin.Ends(ctx, []string{OffsetsTopic})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		if !w.offsetsFailing {
+			w.log.Warn("lag: the hanging-transaction watch could not read "+OffsetsTopic+"'s ends, so it does not watch the group's committed offsets (said once until it can; under ACLs it needs Describe on that topic)",
+				"group", w.group, "err", err)
+		}
+		w.offsetsFailing = true
+		return
+	}
+	w.offsetsFailing = false
+	parts := oe[OffsetsTopic]
+	if len(parts) == 0 {
+		return
+	}
+	p := OffsetsPartition(w.group, len(parts))
+	if e, ok := parts[p]; ok {
+		ends[OffsetsTopic] = map[int32]Ends{p: e}
+	}
+}
+
+// OffsetsTopic is the topic where Kafka keeps consumer groups' committed
+// offsets.
+const OffsetsTopic = "__consumer_offsets"
+
+// OffsetsPartition is the partition of OffsetsTopic, of n, that holds
+// group's offsets: the broker's Utils.abs(group.hashCode()) % n, with
+// Java's String hash over the UTF-16 code units, and Kafka's abs
+// (Math.abs, but 0 for the smallest int).
+func OffsetsPartition(group string, n int) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(u)
+	}
+	abs := int64(h)
+	if abs < 0 {
+		abs = -abs
+	}
+	if h == math.MinInt32 {
+		abs = 0
+	}
+	return int32(abs % int64(n))
 }
 
 // observe updates what it knows of each partition from one sample taken at

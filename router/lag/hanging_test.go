@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ type fakeEnds struct {
 	mu   sync.Mutex
 	ends map[string]map[int32]lag.Ends
 	fail error
+	// failOn fails a request that names it.
+	failOn string
 }
 
 func (f *fakeEnds) Ends(_ context.Context, topics []string) (map[string]map[int32]lag.Ends, error) {
@@ -30,6 +33,9 @@ func (f *fakeEnds) Ends(_ context.Context, topics []string) (map[string]map[int3
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return nil, f.fail
+	}
+	if f.failOn != "" && slices.Contains(topics, f.failOn) {
+		return nil, errors.New("TOPIC_AUTHORIZATION_FAILED")
 	}
 	out := map[string]map[int32]lag.Ends{}
 	for _, t := range topics {
@@ -83,7 +89,7 @@ type hangHarness struct {
 
 const hangInterval = 10 * time.Second
 
-func newHangHarness(t *testing.T) *hangHarness {
+func newHangHarness(t *testing.T, opts ...lag.HangOption) *hangHarness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	h := &hangHarness{
@@ -91,10 +97,11 @@ func newHangHarness(t *testing.T) *hangHarness {
 		admin: &fakeEnds{ends: map[string]map[int32]lag.Ends{}},
 	}
 	var err error
-	h.w, err = lag.NewHangWatch(h.admin, []string{"sb.result", "sb.pending", "sb.result"},
-		lag.WithHangClock(h.clock), lag.WithHangInterval(hangInterval), lag.WithHangAfter(40*time.Second),
+	h.w, err = lag.NewHangWatch(h.admin, []string{"sb.result", "sb.pending", "sb.result"}, append([]lag.HangOption{
+		lag.WithHangClock(h.clock), lag.WithHangInterval(hangInterval), lag.WithHangAfter(40 * time.Second),
 		lag.WithHangBootstrap("127.0.0.1:9092"), lag.WithHangRegisterer(h.reg),
-		lag.WithHangLogger(slog.New(slog.NewTextHandler(h.logs, nil))))
+		lag.WithHangLogger(slog.New(slog.NewTextHandler(h.logs, nil))),
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

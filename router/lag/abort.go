@@ -1,0 +1,131 @@
+package lag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Producer is a producer's state on one partition, as the partition's
+// leader describes it (DescribeProducers).
+type Producer struct {
+	ID    int64
+	Epoch int16
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// last wrote a marker for it here (-1: none yet).
+	CoordinatorEpoch int32
+	// LastWrite is the timestamp of its last batch on the partition (zero:
+	// unknown).
+	LastWrite time.Time
+	// TxnStart is the first offset of its open transaction on the
+	// partition; -1 when none is open.
+	TxnStart int64
+}
+
+// TxnAborter is what the HangWatch asks to end a hanging transaction
+// itself, as Kafka's own tool does (kafka-transactions.sh abort, KIP-664).
+// Its methods honour ctx and bound their own wait.
+type TxnAborter interface {
+	// Producers describes the producers with state on topic[partition].
+	Producers(ctx context.Context, topic string, partition int32) ([]Producer, error)
+	// Live reports whether a transaction coordinator has p's transaction
+	// on topic[partition] in progress (Ongoing, or being committed or
+	// aborted, with the partition among its partitions): then the
+	// coordinator will end it. A producer id the coordinator re-initialised
+	// (a new epoch, its transaction on other partitions) is not live here.
+	Live(ctx context.Context, topic string, partition int32, p Producer) (bool, error)
+	// Abort writes an abort marker for p's open transaction on
+	// topic[partition]. An error wrapping ErrAbortRefused says the
+	// cluster will not let this client do it (its authorization).
+	Abort(ctx context.Context, topic string, partition int32, p Producer) error
+}
+
+// ErrAbortRefused is what TxnAborter.Abort wraps when the cluster refuses
+// the abort marker to this client (ClusterAction on the cluster is
+// missing): retrying will not help.
+var ErrAbortRefused = errors.New("lag: the cluster refused the abort marker")
+
+// unsafeToAbort says why the watch leaves a hanging transaction to the
+// operator.
+type unsafeToAbort struct{ why string }
+
+func (u unsafeToAbort) Error() string { return u.why }
+
+// abortHanging ends h's transaction if nothing says it may be a live one:
+// the producer whose transaction starts at h.Stable must have written
+// nothing for at least the watch's limit (twice the transaction timeout,
+// as the last stable offset has not moved for), and no transaction
+// coordinator may have a transaction of it in progress that includes the
+// partition. It returns the producer aborted, or
+// an error: unsafeToAbort when the transaction must be left alone, the
+// aborter's error otherwise.
+func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) (Producer, error) {
+	ps, err := w.aborter.Producers(ctx, h.Topic, h.Partition)
+	if err != nil {
+		return Producer{}, err
+	}
+	var p Producer
+	found := false
+	for _, c := range ps {
+		if c.TxnStart == h.Stable {
+			p, found = c, true
+			break
+		}
+	}
+	switch {
+	case !found:
+		return Producer{}, unsafeToAbort{fmt.Sprintf("no producer has a transaction open at offset %d", h.Stable)}
+	case p.LastWrite.IsZero():
+		return p, unsafeToAbort{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
+	case now.Sub(p.LastWrite) < w.after:
+		return p, unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.after)}
+	}
+	live, err := w.aborter.Live(ctx, h.Topic, h.Partition, p)
+	if err != nil {
+		return p, fmt.Errorf("asking the transaction coordinators about producer %d: %w", p.ID, err)
+	}
+	if live {
+		return p, unsafeToAbort{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
+	}
+	return p, w.aborter.Abort(ctx, h.Topic, h.Partition, p)
+}
+
+// tryAbort runs abortHanging for a partition found hanging at now and says
+// what came of it: one line per abort and the counter; one line per stuck
+// offset when it cannot or must not (the operator's command stays in the
+// first line). Until the cluster refuses it, the watch tries at each
+// sample that still finds the partition hanging.
+func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now time.Time) {
+	if st == nil || st.refused {
+		return
+	}
+	p, err := w.abortHanging(ctx, h, now)
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		w.aborted.Inc()
+		w.log.Warn(fmt.Sprintf("lag: aborted the hanging transaction on %s[%d]: producer %d (epoch %d) had left it open at offset %d, last writing at %s",
+			h.Topic, h.Partition, p.ID, p.Epoch, h.Stable, p.LastWrite.UTC().Format(time.RFC3339)))
+		return
+	}
+	var unsafe unsafeToAbort
+	refused := errors.Is(err, ErrAbortRefused)
+	st.refused = refused
+	if st.abortLogged && !refused {
+		return
+	}
+	st.abortLogged = true
+	switch {
+	case errors.As(err, &unsafe):
+		w.log.Warn(fmt.Sprintf("lag: not aborting the hanging transaction on %s[%d] (offset %d): %s; abort it by hand if it stays: %s",
+			h.Topic, h.Partition, h.Stable, unsafe.why, h.AbortCommand(w.bootstrap)))
+	case refused:
+		w.log.Error(fmt.Sprintf("lag: could not abort the hanging transaction on %s[%d] (offset %d): %v; give the router's principal ClusterAction on the cluster and Read on the topic, or abort it with: %s",
+			h.Topic, h.Partition, h.Stable, err, h.AbortCommand(w.bootstrap)))
+	default:
+		w.log.Warn(fmt.Sprintf("lag: could not abort the hanging transaction on %s[%d] (offset %d) yet: %v (tried again at each sample; said once)",
+			h.Topic, h.Partition, h.Stable, err))
+	}
+}

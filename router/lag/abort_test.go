@@ -1,0 +1,217 @@
+package lag_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/router/lag"
+)
+
+// fakeAborter is a cluster's producer states and transaction coordinators,
+// and the abort markers written to it.
+type fakeAborter struct {
+	mu        sync.Mutex
+	producers map[string][]lag.Producer // by "topic[partition]"
+	live      map[string]bool           // "topic[partition] producer"
+	refuse    error
+	tries     int
+	aborts    []string // "topic[partition] producer epoch/coordinator epoch"
+}
+
+func (f *fakeAborter) Producers(_ context.Context, topic string, p int32) ([]lag.Producer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]lag.Producer(nil), f.producers[fmt.Sprintf("%s[%d]", topic, p)]...), nil
+}
+
+func (f *fakeAborter) Live(_ context.Context, topic string, p int32, pr lag.Producer) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.live[fmt.Sprintf("%s[%d] %d", topic, p, pr.ID)], nil
+}
+
+func (f *fakeAborter) Abort(_ context.Context, topic string, p int32, pr lag.Producer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tries++
+	if f.refuse != nil {
+		return f.refuse
+	}
+	f.aborts = append(f.aborts, fmt.Sprintf("%s[%d] %d %d/%d", topic, p, pr.ID, pr.Epoch, pr.CoordinatorEpoch))
+	return nil
+}
+
+func (f *fakeAborter) set(key string, ps ...lag.Producer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.producers[key] = ps
+}
+
+func (f *fakeAborter) aborted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.aborts...)
+}
+
+func newAbortHarness(t *testing.T) (*hangHarness, *fakeAborter) {
+	t.Helper()
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
+	return newHangHarness(t, lag.WithHangAborter(a)), a
+}
+
+// TestHangWatchAbortsOnlyAForgottenTransaction: of the producers on a
+// hanging partition, the watch aborts the one whose transaction starts at
+// the stuck last stable offset, and only once it is both silent for the
+// limit and unknown to the coordinators as in progress.
+func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
+	h, a := newAbortHarness(t)
+	t0 := h.clock.Now()
+	h.admin.set("sb.result", 3, 42, 57)
+	h.admin.set("sb.pending", 1, 10, 12)
+	a.set("sb.result[3]",
+		lag.Producer{ID: 5, Epoch: 1, TxnStart: -1, LastWrite: t0.Add(-time.Hour)},       // no transaction open
+		lag.Producer{ID: 31, Epoch: 2, TxnStart: 42, LastWrite: t0, CoordinatorEpoch: 0}, // the stuck one
+		lag.Producer{ID: 40, Epoch: 7, TxnStart: 50, LastWrite: t0.Add(-time.Hour)},      // open later, not what holds the offset
+	)
+	// sb.pending[1]'s producer has it in a transaction its coordinator
+	// lists Ongoing; producer 31 is live too, but on another partition.
+	a.set("sb.pending[1]", lag.Producer{ID: 77, Epoch: 3, TxnStart: 10, LastWrite: t0.Add(-time.Hour)})
+	a.live["sb.pending[1] 77"] = true
+	a.live["sb.pending[1] 31"] = true
+
+	for range 5 { // t=10s..50s: first seen at 10 s, not yet hanging at 40 s
+		h.next()
+	}
+	if got := a.aborted(); len(got) != 1 || got[0] != "sb.result[3] 31 2/0" {
+		t.Fatalf("aborts %v, want producer 31 on sb.result[3] (epoch 2, coordinator epoch 0) only", got)
+	}
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 1 {
+		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 1", got)
+	}
+	logs := h.logs.String()
+	if !strings.Contains(logs, "aborted the hanging transaction on sb.result[3]: producer 31 (epoch 2) had left it open at offset 42") {
+		t.Fatalf("no line names the abort of producer 31 at offset 42; logs:\n%s", logs)
+	}
+	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
+		t.Fatalf("no line says why sb.pending[1] was left alone; logs:\n%s", logs)
+	}
+	h.admin.set("sb.result", 3, 57, 57) // the marker: the stable offset reaches the high watermark
+	h.next()
+	h.next()
+	if got := a.aborted(); len(got) != 1 {
+		t.Fatalf("aborts %v, want still one: the live producer is never aborted", got)
+	}
+	if got := strings.Count(h.logs.String(), "not aborting the hanging transaction on sb.pending[1]"); got != 1 {
+		t.Fatalf("the live producer is logged %d times, want once", got)
+	}
+}
+
+// TestHangWatchWaitsForARecentWriter: a producer that wrote less than the
+// limit ago may be alive; the watch aborts it only once it has been silent
+// for the limit.
+func TestHangWatchWaitsForARecentWriter(t *testing.T) {
+	h, a := newAbortHarness(t)
+	t0 := h.clock.Now()
+	h.admin.set("sb.result", 0, 100, 120)
+	a.set("sb.result[0]", lag.Producer{ID: 9, Epoch: 4, TxnStart: 100, LastWrite: t0.Add(30 * time.Second)})
+	for range 5 { // t=50s: hanging, but producer 9 wrote 20 s ago
+		h.next()
+	}
+	if got := a.aborted(); len(got) != 0 {
+		t.Fatalf("aborts %v at t=50s, want none: producer 9 wrote 20 s ago", got)
+	}
+	if !strings.Contains(h.logs.String(), "not aborting the hanging transaction on sb.result[0] (offset 100): producer 9 wrote 20s ago, less than 40s") {
+		t.Fatalf("no line says why producer 9 was left alone; logs:\n%s", h.logs.String())
+	}
+	h.next() // t=60s: 30 s
+	if got := a.aborted(); len(got) != 0 {
+		t.Fatalf("aborts %v at t=60s, want none", got)
+	}
+	h.next() // t=70s: 40 s
+	if got := a.aborted(); len(got) != 1 || got[0] != "sb.result[0] 9 4/0" {
+		t.Fatalf("aborts %v at t=70s, want producer 9", got)
+	}
+}
+
+// TestHangWatchStopsTryingWhenRefused: without ClusterAction the abort is
+// refused; the watch says what the operator can do once, and does not ask
+// again for that transaction.
+func TestHangWatchStopsTryingWhenRefused(t *testing.T) {
+	h, a := newAbortHarness(t)
+	t0 := h.clock.Now()
+	a.refuse = fmt.Errorf("writing the abort marker: CLUSTER_AUTHORIZATION_FAILED: %w", lag.ErrAbortRefused)
+	h.admin.set("sb.result", 2, 5, 6)
+	a.set("sb.result[2]", lag.Producer{ID: 12, Epoch: 0, TxnStart: 5, LastWrite: t0.Add(-time.Hour)})
+	for range 8 {
+		h.next()
+	}
+	logs := h.logs.String()
+	if got := strings.Count(logs, "could not abort the hanging transaction on sb.result[2]"); got != 1 {
+		t.Fatalf("the refusal is logged %d times, want once; logs:\n%s", got, logs)
+	}
+	if !strings.Contains(logs, "ClusterAction") || !strings.Contains(logs, "abort --topic sb.result --partition 2 --start-offset 5") {
+		t.Fatalf("the refusal does not name the ACL and the operator's command; logs:\n%s", logs)
+	}
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 0 {
+		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 0", got)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tries != 1 {
+		t.Fatalf("the abort was tried %d times over four hanging samples, want once", a.tries)
+	}
+}
+
+func TestOffsetsPartitionIsTheBrokers(t *testing.T) {
+	// Kafka's Utils.abs(s.hashCode()) % 50 (Math.abs), from jshell; the
+	// last two hash negative.
+	for group, want := range map[string]int32{"switchboard-router": 8, "chaos.é-router-🎉": 39, "hangabort.x1.group": 32, "hangabort.a43b0236.group": 0} {
+		if got := lag.OffsetsPartition(group, 50); got != want {
+			t.Errorf("OffsetsPartition(%q, 50) = %d, want %d", group, got, want)
+		}
+	}
+}
+
+// TestHangWatchWatchesTheGroupsOffsets: with WithHangGroupOffsets the
+// watch also finds (and aborts) a forgotten transaction on the group's
+// partition of __consumer_offsets, and only that partition; when that
+// topic cannot be read, the others are still watched.
+func TestHangWatchWatchesTheGroupsOffsets(t *testing.T) {
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
+	h := newHangHarness(t, lag.WithHangAborter(a), lag.WithHangGroupOffsets("switchboard-router"))
+	t0 := h.clock.Now()
+	for p := range int32(50) {
+		h.admin.set(lag.OffsetsTopic, p, 10, 10)
+	}
+	h.admin.set(lag.OffsetsTopic, 8, 20, 21) // the group's, held by the forgotten producer
+	h.admin.set(lag.OffsetsTopic, 3, 30, 31) // another group's
+	a.set(lag.OffsetsTopic+"[8]", lag.Producer{ID: 31, Epoch: 2, TxnStart: 20, LastWrite: t0.Add(-time.Hour)})
+	a.set(lag.OffsetsTopic+"[3]", lag.Producer{ID: 44, Epoch: 1, TxnStart: 30, LastWrite: t0.Add(-time.Hour)})
+	for range 5 {
+		h.next()
+	}
+	if got := a.aborted(); len(got) != 1 || got[0] != "__consumer_offsets[8] 31 2/0" {
+		t.Fatalf("aborts %v, want producer 31 on __consumer_offsets[8] only", got)
+	}
+	if hs := h.w.Hanging(); len(hs) != 1 || hs[0].Topic != lag.OffsetsTopic || hs[0].Partition != 8 {
+		t.Fatalf("Hanging = %+v, want __consumer_offsets[8] only", hs)
+	}
+
+	h.admin.mu.Lock()
+	h.admin.failOn = lag.OffsetsTopic
+	h.admin.mu.Unlock()
+	h.admin.set("sb.result", 1, 5, 6)
+	for range 6 {
+		h.next()
+	}
+	if got := strings.Count(h.logs.String(), "could not read __consumer_offsets's ends"); got != 1 {
+		t.Fatalf("the unreadable offsets topic is logged %d times, want once; logs:\n%s", got, h.logs.String())
+	}
+	if hs := h.w.Hanging(); len(hs) != 1 || hs[0].Topic != "sb.result" {
+		t.Fatalf("Hanging = %+v, want sb.result[1]: the other topics are still watched", hs)
+	}
+}
