@@ -19,6 +19,9 @@ var _ lag.EndsAdmin = (*LagAdmin)(nil)
 func (l *LagAdmin) Ends(ctx context.Context, topics []string) (map[string]map[int32]lag.Ends, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
+	if l.f != nil {
+		return l.f.ends(ctx, topics)
+	}
 	desc, err := l.a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(l.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: describing topics %v: %w", topics, err)

@@ -18,6 +18,10 @@ import (
 type LagAdmin struct {
 	a *admin
 	r *consumer
+	// f asks the group and offset questions when franz-go can speak the
+	// settings (see franzLag: librdkafka's admin client can abort the
+	// process on them while a broker restarts); a nil f leaves them to a.
+	f *franzLag
 	// Timeout bounds each admin request; ReadTimeout bounds the reading of
 	// FirstTimestamps.
 	Timeout, ReadTimeout time.Duration
@@ -42,13 +46,20 @@ func NewLagAdmin(s Settings) (*LagAdmin, error) {
 		a.Close()
 		return nil, err
 	}
-	return &LagAdmin{a: a, r: r, Timeout: 10 * time.Second, ReadTimeout: 3 * time.Second}, nil
+	l := &LagAdmin{a: a, r: r, Timeout: 10 * time.Second, ReadTimeout: 3 * time.Second}
+	if f, err := newFranzLag(s); err == nil {
+		l.f = f
+	}
+	return l, nil
 }
 
 // Close closes the reader and the admin client.
 func (l *LagAdmin) Close() error {
 	err := l.r.Close()
 	l.a.Close()
+	if l.f != nil {
+		l.f.close()
+	}
 	return err
 }
 
@@ -56,6 +67,9 @@ func (l *LagAdmin) Close() error {
 func (l *LagAdmin) DescribeGroups(ctx context.Context, ids []string) (map[string]lag.GroupInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
+	if l.f != nil {
+		return l.f.describeGroups(ctx, ids)
+	}
 	res, err := l.a.DescribeConsumerGroups(ctx, ids, kafka.SetAdminRequestTimeout(l.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: describing consumer groups: %w", err)
@@ -93,6 +107,9 @@ func (l *LagAdmin) DescribeGroups(ctx context.Context, ids []string) (map[string
 func (l *LagAdmin) Extents(ctx context.Context, topics []string) (map[string]map[int32]lag.Extent, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
+	if l.f != nil {
+		return l.f.extents(ctx, topics)
+	}
 	desc, err := l.a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(l.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: describing topics %v: %w", topics, err)
@@ -157,6 +174,9 @@ func (l *LagAdmin) Extents(ctx context.Context, topics []string) (map[string]map
 func (l *LagAdmin) Committed(ctx context.Context, groupID, topic string, partitions []int32) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
+	if l.f != nil {
+		return l.f.committed(ctx, groupID, topic, partitions)
+	}
 	tps := make([]kafka.TopicPartition, len(partitions))
 	for i, p := range partitions {
 		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: p}
