@@ -28,3 +28,11 @@ func SetGateHeap(read func() (live, goal, limit int64)) (restore func()) {
 	}
 	return func() { gateHeap = func() heapStats { return neutralHeap } }
 }
+
+// SetGateRSS makes the byte gate read the process's resident set from read,
+// before a router starts, and returns what restores the default.
+func SetGateRSS(read func() int64) (restore func()) {
+	old := gateRSS
+	gateRSS = func() (int64, bool) { return read(), true }
+	return func() { gateRSS = old }
+}
