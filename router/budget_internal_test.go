@@ -142,9 +142,14 @@ func TestByteGateCountsWhatWasTakenSinceTheLastCollection(t *testing.T) {
 // The gate closes when the process's resident set reaches 90% of its
 // memory budget while intents are pending, and opens below 81% of it, or
 // once nothing is pending (pausing intake frees nothing then). The resident
-// set is read at most every rssEvery.
+// set is read at most every rssEvery; while it holds the gate closed, memory
+// is given back at most every releaseEvery, and read again after.
 func TestByteGateClosesOnTheResidentSet(t *testing.T) {
-	defer func(old func() heapStats, oldRSS func() (int64, bool)) { gateHeap, gateRSS = old, oldRSS }(gateHeap, gateRSS)
+	defer func(old func() heapStats, oldRSS func() (int64, bool), oldRelease func()) {
+		gateHeap, gateRSS, gateRelease = old, oldRSS, oldRelease
+	}(gateHeap, gateRSS, gateRelease)
+	released := 0
+	gateRelease = func() { released++ }
 	gateHeap = func() heapStats { return heapStats{live: 1, goal: 2, limit: math.MaxInt64, gogc: 100} }
 	var rss int64
 	reads := 0
@@ -172,12 +177,22 @@ func TestByteGateClosesOnTheResidentSet(t *testing.T) {
 			t.Fatalf("step %d: resident %d with %d pending: full %v (read %d), want %v", i, step.rss, step.pending, got, g.rss, step.full)
 		}
 	}
+	if released != 1 {
+		t.Fatalf("memory given back %d times within a second of the resident set holding the gate, want once", released)
+	}
 	rss = 5000
 	if g.update(10, 0, 0, now.Add(rssEvery-time.Nanosecond)) || reads != 10 {
 		t.Fatalf("read the resident set again within rssEvery: %d reads, rss %d", reads, g.rss)
 	}
-	if !g.update(10, 0, 0, now.Add(rssEvery)) || reads != 11 {
-		t.Fatalf("not read again after rssEvery: %d reads", reads)
+	if !g.update(10, 0, 0, now.Add(rssEvery)) || reads != 11 || released != 1 {
+		t.Fatalf("not read again after rssEvery (%d reads), or memory given back twice within a second (%d)", reads, released)
+	}
+	later := now.Add(releaseEvery)
+	if !g.update(10, 0, 0, later) || reads != 12 || released != 2 {
+		t.Fatalf("memory not given back with the resident set holding the gate a second later: %d releases", released)
+	}
+	if !g.update(10, 0, 0, later) || reads != 13 || released != 2 {
+		t.Fatalf("after a release: %d reads (want the resident set read again at once), %d releases (want no second within a second)", reads, released)
 	}
 	gateRSS = func() (int64, bool) { return 1 << 40, false }
 	if (&byteGate{process: 1000}).update(10, 0, 0, now) {
