@@ -60,8 +60,9 @@ func TestRequestsPauseBeforeTheMemoryLimit(t *testing.T) {
 	h := start(t, bytesBudget, "at_least_once")
 	h.src.HoldPaused()
 	reqTP := port.TopicPartition{Topic: requests}
+	h.request("m-0", "echo", `{}`)
 	h.request("m-1", "echo", `{}`)
-	h.wait(echoTopic, 1)
+	h.wait(echoTopic, 2)
 
 	live.Store(90 << 20)
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
@@ -71,12 +72,23 @@ func TestRequestsPauseBeforeTheMemoryLimit(t *testing.T) {
 	h.request("m-3", "echo", `{}`)
 	h.answer("m-1", "echo", `{}`)
 	h.wait(results, 1) // responses flow while requests wait
-	if !h.src.Paused(reqTP) || h.sink.Count(echoTopic) != 1 {
+	if !h.src.Paused(reqTP) || h.sink.Count(echoTopic) != 2 {
 		t.Fatalf("requests read with the heap at its bound: paused %v, %d dispatched", h.src.Paused(reqTP), h.sink.Count(echoTopic))
 	}
 
 	live.Store(60 << 20)
-	h.wait(echoTopic, 3)
+	h.wait(echoTopic, 4)
+
+	// With nothing pending, a heap held by something else (the result
+	// store, say) does not keep intake paused: pausing frees nothing then.
+	for _, id := range []string{"m-0", "m-2", "m-3"} {
+		h.answer(id, "echo", `{}`)
+	}
+	h.wait(results, 4)
+	live.Store(95 << 20)
+	h.advance(5 * time.Millisecond) // the loop publishes its pending bytes on its tick
+	h.request("m-4", "echo", `{}`)
+	h.wait(echoTopic, 5)
 }
 
 // When the process's resident set reaches 90% of its memory budget

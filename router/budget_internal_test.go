@@ -87,12 +87,15 @@ func TestByteGateClosesBeforeTheMemoryLimit(t *testing.T) {
 		{700, 100, false},
 	} {
 		live = step.live
-		if got := g.update(0, step.onTheirWay, 0, time.Time{}); got != step.full {
+		if got := g.update(1, step.onTheirWay, 0, time.Time{}); got != step.full {
 			t.Fatalf("live %d + %d on their way: full %v, want %v", step.live, step.onTheirWay, got, step.full)
 		}
 	}
+	if g.update(0, 0, 0, time.Time{}) {
+		t.Fatal("the heap held the gate with nothing pending: pausing frees nothing then")
+	}
 	gateHeap = func() heapStats { return heapStats{live: 1 << 40, goal: 1 << 41, limit: math.MaxInt64, gogc: 100} }
-	if (&byteGate{}).update(0, 0, 0, time.Time{}) {
+	if (&byteGate{}).update(1, 0, 0, time.Time{}) {
 		t.Fatal("no budget and no memory limit paused")
 	}
 }
@@ -115,7 +118,7 @@ func TestByteGateCountsWhatWasTakenSinceTheLastCollection(t *testing.T) {
 	h := heapStats{live: 500, goal: 1000, limit: 1000, gogc: 100, cycles: 7}
 	gateHeap = func() heapStats { return h }
 	g := byteGate{}
-	if g.update(0, 0, 10_000, time.Time{}) {
+	if g.update(1, 0, 10_000, time.Time{}) {
 		t.Fatal("closed on the bytes taken before the first collection seen")
 	}
 	for _, step := range []struct {
@@ -125,16 +128,16 @@ func TestByteGateCountsWhatWasTakenSinceTheLastCollection(t *testing.T) {
 		{10_300, false}, // 500 live + 300 taken since: 800
 		{10_400, true},  // 900: 90% of the limit
 	} {
-		if got := g.update(0, 0, step.taken, time.Time{}); got != step.full || g.live != 500+step.taken-10_000 {
+		if got := g.update(1, 0, step.taken, time.Time{}); got != step.full || g.live != 500+step.taken-10_000 {
 			t.Fatalf("live 500 and %d taken since the collection: full %v live %d, want %v %d", step.taken-10_000, got, g.live, step.full, 500+step.taken-10_000)
 		}
 	}
 	h.cycles, h.live = 8, 850 // the collection found them live
-	if !g.update(0, 0, 10_400, time.Time{}) || g.live != 850 {
+	if !g.update(1, 0, 10_400, time.Time{}) || g.live != 850 {
 		t.Fatalf("after a collection: live %d, want 850 and still closed (above 81%%)", g.live)
 	}
 	h.cycles, h.live = 9, 600
-	if g.update(0, 0, 10_400, time.Time{}) {
+	if g.update(1, 0, 10_400, time.Time{}) {
 		t.Fatalf("live 600 after the next collection: still closed (live %d)", g.live)
 	}
 }
