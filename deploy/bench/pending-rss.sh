@@ -21,7 +21,8 @@
 #
 # Output: OUT/LABEL/{samples.tsv, summary.txt, serve.log, agent.log}, and one
 # line on stdout: label, idle RSS, RSS at the end, VmHWM, pending, the
-# process budget serve logged, and (with the drain) results and distinct ids.
+# process budget serve logged, and (with the drain) results, distinct ids and
+# VmHWM once the answers have flowed back.
 set -euo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 BINARY LABEL [ROUTER_KEYS]" >&2; exit 2; }
 bin=$(realpath "$1") label=$2 extra=${3:-}
@@ -147,6 +148,7 @@ if [[ $drain == 1 ]]; then
 	distinct=$(sort -u "$out/result-keys.txt" | grep -c . || true)
 	scrape
 	answered=$(awk '/^switchboard_intents_resolved_total/ && /outcome="answered"/ {s += $2} END {print s + 0}' "$out/metrics.txt")
-	line+=" results=$results distinct_ids=$distinct answered=$answered drain_s=$(($(date +%s) - start))"
+	dhwm=$(status VmHWM)
+	line+=" results=$results distinct_ids=$distinct answered=$answered drain_s=$(($(date +%s) - start)) vmhwm_after_drain_mib=$((dhwm / 1024))"
 fi
 echo "$line" | tee "$out/summary.txt"
