@@ -3,7 +3,9 @@ package router
 import (
 	"fmt"
 	"math"
+	"runtime/debug"
 	rtmetrics "runtime/metrics"
+	"time"
 	"unsafe"
 
 	"github.com/switchboard-mcp/switchboard/intents"
@@ -97,9 +99,10 @@ func (b *budget) admits(p *pending) bool {
 	return b.perTenant <= 0 || t == "" || b.tenants[t]+p.size() <= b.perTenant
 }
 
-// byteGate is the poll goroutine's pause for router.max_pending_bytes and
-// for Go's soft memory limit. It is full once either holds, and stays full
-// until both are below 90% of their bound (hysteresis):
+// byteGate is the poll goroutine's pause for router.max_pending_bytes, for
+// Go's soft memory limit and for the process's memory budget. It is full
+// once any of them holds, and stays full until all are below 90% of their
+// bound (hysteresis):
 //
 //   - the budget: what the pending intents cost in memory reaches
 //     router.max_pending_bytes. Their cost is their bytes plus the bytes on
@@ -112,35 +115,84 @@ func (b *budget) admits(p *pending) bool {
 //     soft limit is far, nearer 1 as the heap nears it (the limit then
 //     lowers the goal). So the pending intents' share of the resident set
 //     stays within the budget, not twice it.
-//   - the heap: Go's live heap (as the last collection found it) plus the
-//     bytes on their way reaches 90% of Go's soft memory limit. The limit is
-//     soft: with the live heap at it the collector would run back to back
-//     (for at most about half the CPU, the runtime's limiter) and the heap
-//     would pass it anyway. Closing intake at 90% leaves the collector a
-//     tenth of the limit to work in; responses keep flowing (only the
-//     requests partitions pause), so pending intents resolve and the heap
-//     comes down. What else fills the heap (the API's result store, stream
-//     queues) takes its room from the pending intents this way, never the
-//     other way round.
+//   - the heap: Go's live heap reaches 90% of Go's soft memory limit. The
+//     live heap is what the last collection found live plus the bytes of
+//     the records the loop has taken since that collection and of those on
+//     their way (a collection finds them live only later: with 1 MB
+//     intents arriving, counting them late let the heap pass its share by
+//     a tenth, BENCHMARKS.md). The limit is soft: with the live heap at it
+//     the collector would run back to back (for at most about half the
+//     CPU, the runtime's limiter) and the heap would pass it anyway.
+//     Closing intake at 90% leaves the collector a tenth of the limit to
+//     work in; responses keep flowing (only the requests partitions
+//     pause), so pending intents resolve and the heap comes down. What else
+//     fills the heap (the API's result store, stream queues) takes its room
+//     from the pending intents this way, never the other way round. Like
+//     the resident set below, it counts only while intents are pending:
+//     with none, pausing frees nothing, and a heap held by the result store
+//     (or by answers taken since a collection that has not come, on a
+//     process left idle) kept intake paused for good (measured: 135 of
+//     1,000 intents answered, then nothing, BENCHMARKS.md).
+//   - the process: its resident set (Linux: /proc/self/statm, read at most
+//     every rssEvery) reaches 90% of the process's memory budget
+//     (router.memory_limit_bytes, or the figure 'serve' derives from the
+//     byte budgets; WithProcessMemory). Go's limit does not see what
+//     librdkafka and the C allocator hold, nor heap pages Go has freed but
+//     not yet returned; the resident set does. It counts only while
+//     intents are pending: pausing intake frees nothing once none are, so
+//     with nothing pending the gate lets records in whatever the resident
+//     set is (a budget below what the process needs idle slows intake to
+//     what resolves, it does not stop it). While the resident set or the
+//     heap holds the gate closed, the gate gives memory back at most every
+//     releaseEvery (gateRelease: a collection, which also brings the live
+//     figure up to date, and the free pages returned to the OS).
+//     Go keeps the pages it frees until its heap goal is far below them,
+//     and a burst of 1 MB intents leaves hundreds of MiB of them: measured,
+//     without this the resident set stayed above 90% of the budget after
+//     the intents resolved, and held intake to a trickle (BENCHMARKS.md).
 type byteGate struct {
-	max  int64 // router.max_pending_bytes; 0: no bound
-	full bool
-	// The cost and heap figures of the last update, for the log.
-	cost, live, limit int64
+	max     int64 // router.max_pending_bytes; 0: no bound
+	process int64 // the process's memory budget; 0: the resident set is not watched
+	full    bool
+	// The cost, heap and resident figures of the last update, for the log.
+	cost, live, limit, rss int64
+
+	cycles      uint64    // the collections counted when takenAtGC was set
+	takenAtGC   int64     // the loop's running total of bytes taken, as of the last collection seen
+	rssAt       time.Time // when rss was read
+	rssReadable bool      // the last read succeeded
+	releasedAt  time.Time // when memory was last given back
 }
+
+// releaseEvery is how often at most the gate gives memory back while the
+// resident set holds it closed: a release is a whole collection.
+const releaseEvery = time.Second
+
+// gateRelease gives memory back to the OS (tests count the calls).
+var gateRelease = debug.FreeOSMemory
+
+// rssEvery is how often the gate reads the resident set at most: a read is
+// a few microseconds (open, read and parse a /proc file), too many for every
+// record, and the resident set grows by at most a few records' bytes in it.
+const rssEvery = 5 * time.Millisecond
 
 // gateHeap reads the collector's figures for the gate (tests state them).
 var gateHeap = readHeap
 
+// gateRSS reads the process's resident set for the gate (tests state it);
+// ok is false where it cannot be read (not Linux).
+var gateRSS = readRSS
+
 // heapStats is what the gate reads of Go's collector.
 type heapStats struct {
-	live  int64 // the heap the last collection marked live
-	goal  int64 // the heap size at which the next collection ends
-	limit int64 // the soft memory limit; math.MaxInt64 when none
-	gogc  int64 // GOGC; negative when off
+	live   int64  // the heap the last collection marked live
+	goal   int64  // the heap size at which the next collection ends
+	limit  int64  // the soft memory limit; math.MaxInt64 when none
+	gogc   int64  // GOGC; negative when off
+	cycles uint64 // the collections completed
 }
 
-var heapSamples = []string{"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/gc/gomemlimit:bytes", "/gc/gogc:percent"}
+var heapSamples = []string{"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/gc/gomemlimit:bytes", "/gc/gogc:percent", "/gc/cycles/total:gc-cycles"}
 
 // readHeap reads the collector's figures from runtime/metrics (a few
 // hundred nanoseconds, no stop of the world).
@@ -156,7 +208,7 @@ func readHeap() heapStats {
 		}
 		return int64(min(s[i].Value.Uint64(), math.MaxInt64))
 	}
-	return heapStats{live: v(0), goal: v(1), limit: v(2), gogc: v(3)}
+	return heapStats{live: v(0), goal: v(1), limit: v(2), gogc: v(3), cycles: uint64(v(4))}
 }
 
 // growth is the collector's growth factor: its goal ÷ the live heap,
@@ -175,25 +227,46 @@ func (h heapStats) growth() float64 {
 
 // update reports whether the requests partitions stay paused: pending is
 // what the pending intents hold (the loop's count), onTheirWay the bytes of
-// the records queued for the loop and in the poll goroutine's backlog.
-func (g *byteGate) update(pending, onTheirWay int64) bool {
+// the records queued for the loop and in the poll goroutine's backlog,
+// taken the running total of the bytes of the records the loop has taken
+// from its queue, now the poll goroutine's clock.
+func (g *byteGate) update(pending, onTheirWay, taken int64, now time.Time) bool {
 	h := gateHeap()
+	if h.cycles != g.cycles {
+		g.cycles, g.takenAtGC = h.cycles, taken
+	}
 	g.cost = int64(float64(pending+onTheirWay) * h.growth())
-	g.live, g.limit = h.live+onTheirWay, h.limit
+	g.live, g.limit = h.live+max(0, taken-g.takenAtGC)+onTheirWay, h.limit
 	overBudget, underBudget := false, true
 	if g.max > 0 {
 		overBudget, underBudget = g.cost >= g.max, g.cost < g.max-g.max/10
 	}
 	overHeap, underHeap := false, true
-	if h.limit > 0 && h.limit < math.MaxInt64 {
+	if h.limit > 0 && h.limit < math.MaxInt64 && pending > 0 {
 		bound := h.limit - h.limit/10
 		overHeap, underHeap = g.live >= bound, g.live < bound-bound/10
 	}
+	overRSS, underRSS := false, true
+	if g.process > 0 {
+		if g.rssAt.IsZero() || now.Sub(g.rssAt) >= rssEvery || now.Before(g.rssAt) {
+			g.rss, g.rssReadable = gateRSS()
+			g.rssAt = now
+		}
+		if g.rssReadable && pending > 0 {
+			bound := g.process - g.process/10
+			overRSS, underRSS = g.rss >= bound, g.rss < bound-bound/10
+		}
+	}
 	switch {
-	case overBudget || overHeap:
+	case overBudget || overHeap || overRSS:
 		g.full = true
-	case underBudget && underHeap:
+	case underBudget && underHeap && underRSS:
 		g.full = false
+	}
+	if g.full && (!underRSS || !underHeap) && (g.releasedAt.IsZero() || now.Sub(g.releasedAt) >= releaseEvery || now.Before(g.releasedAt)) {
+		gateRelease()
+		g.releasedAt = now
+		g.rssAt = time.Time{} // read what is left at the next update
 	}
 	return g.full
 }

@@ -60,8 +60,9 @@ func TestRequestsPauseBeforeTheMemoryLimit(t *testing.T) {
 	h := start(t, bytesBudget, "at_least_once")
 	h.src.HoldPaused()
 	reqTP := port.TopicPartition{Topic: requests}
+	h.request("m-0", "echo", `{}`)
 	h.request("m-1", "echo", `{}`)
-	h.wait(echoTopic, 1)
+	h.wait(echoTopic, 2)
 
 	live.Store(90 << 20)
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
@@ -71,10 +72,68 @@ func TestRequestsPauseBeforeTheMemoryLimit(t *testing.T) {
 	h.request("m-3", "echo", `{}`)
 	h.answer("m-1", "echo", `{}`)
 	h.wait(results, 1) // responses flow while requests wait
-	if !h.src.Paused(reqTP) || h.sink.Count(echoTopic) != 1 {
+	if !h.src.Paused(reqTP) || h.sink.Count(echoTopic) != 2 {
 		t.Fatalf("requests read with the heap at its bound: paused %v, %d dispatched", h.src.Paused(reqTP), h.sink.Count(echoTopic))
 	}
 
 	live.Store(60 << 20)
-	h.wait(echoTopic, 3)
+	h.wait(echoTopic, 4)
+
+	// With nothing pending, a heap held by something else (the result
+	// store, say) does not keep intake paused: pausing frees nothing then.
+	for _, id := range []string{"m-0", "m-2", "m-3"} {
+		h.answer(id, "echo", `{}`)
+	}
+	h.wait(results, 4)
+	live.Store(95 << 20)
+	h.advance(5 * time.Millisecond) // the loop publishes its pending bytes on its tick
+	h.request("m-4", "echo", `{}`)
+	h.wait(echoTopic, 5)
+}
+
+// When the process's resident set reaches 90% of its memory budget
+// (WithProcessMemory) while intents are pending, the requests partitions
+// pause whatever Go's heap says: librdkafka's copies and the C allocator's
+// kept buffers are memory too. Responses keep flowing; intake resumes below
+// 81%, or once nothing is pending, since pausing then frees nothing.
+func TestRequestsPauseWhenTheResidentSetNearsTheProcessBudget(t *testing.T) {
+	var rss atomic.Int64
+	rss.Store(50 << 20)
+	t.Cleanup(router.SetGateRSS(rss.Load))
+	h := start(t, bytesBudget, "at_least_once", router.WithProcessMemory(100<<20))
+	h.src.HoldPaused()
+	reqTP := port.TopicPartition{Topic: requests}
+	h.request("r-1", "echo", `{}`)
+	h.request("r-2", "echo", `{}`)
+	h.wait(echoTopic, 2)
+
+	rss.Store(90 << 20)
+	h.advance(5 * time.Millisecond) // the gate reads the resident set at most every 5 ms
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not paused with the resident set at 90% of the process budget")
+	}
+	h.request("r-3", "echo", `{}`)
+	h.request("r-4", "echo", `{}`)
+	h.answer("r-1", "echo", `{}`)
+	h.wait(results, 1) // responses flow while requests wait
+	if !h.src.Paused(reqTP) || h.sink.Count(echoTopic) != 2 {
+		t.Fatalf("requests read with the resident set at its bound: paused %v, %d dispatched", h.src.Paused(reqTP), h.sink.Count(echoTopic))
+	}
+
+	rss.Store(80 << 20) // below 81%
+	h.advance(5 * time.Millisecond)
+	h.wait(echoTopic, 4)
+
+	rss.Store(95 << 20)
+	h.advance(5 * time.Millisecond)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Paused(reqTP) }); err != nil {
+		t.Fatal("requests not paused again with the resident set at 95% of the process budget")
+	}
+	h.request("r-5", "echo", `{}`)
+	for _, id := range []string{"r-2", "r-3", "r-4"} {
+		h.answer(id, "echo", `{}`)
+	}
+	h.wait(results, 4)
+	h.advance(5 * time.Millisecond) // the loop publishes its pending bytes on its tick
+	h.wait(echoTopic, 5)            // nothing pending: intake resumes, whatever the resident set
 }

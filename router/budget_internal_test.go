@@ -2,8 +2,10 @@ package router
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // The byte gate pauses at the bound, counting what is on its way, and
@@ -24,12 +26,12 @@ func TestByteGateArithmetic(t *testing.T) {
 		{1000, 500, true},
 		{0, 899, false},
 	} {
-		if got := g.update(step.pending, step.onTheirWay); got != step.full {
+		if got := g.update(step.pending, step.onTheirWay, 0, time.Time{}); got != step.full {
 			t.Fatalf("pending %d + %d on their way: full %v, want %v", step.pending, step.onTheirWay, got, step.full)
 		}
 	}
 	off := byteGate{}
-	if off.update(1<<40, 0) {
+	if off.update(1<<40, 0, 0, time.Time{}) {
 		t.Fatal("no bound (0) paused")
 	}
 }
@@ -58,7 +60,7 @@ func TestPendingCostCountsTheCollectorsGrowth(t *testing.T) {
 		}
 		gateHeap = func() heapStats { return c.heap }
 		g := byteGate{max: 1000}
-		if got := g.update(500, 100); got != c.full || g.cost != c.cost || g.limit != c.limit {
+		if got := g.update(500, 100, 0, time.Time{}); got != c.full || g.cost != c.cost || g.limit != c.limit {
 			t.Errorf("%s: full %v cost %d limit %d, want %v %d %d", c.name, got, g.cost, g.limit, c.full, c.cost, c.limit)
 		}
 	}
@@ -85,12 +87,15 @@ func TestByteGateClosesBeforeTheMemoryLimit(t *testing.T) {
 		{700, 100, false},
 	} {
 		live = step.live
-		if got := g.update(0, step.onTheirWay); got != step.full {
+		if got := g.update(1, step.onTheirWay, 0, time.Time{}); got != step.full {
 			t.Fatalf("live %d + %d on their way: full %v, want %v", step.live, step.onTheirWay, got, step.full)
 		}
 	}
+	if g.update(0, 0, 0, time.Time{}) {
+		t.Fatal("the heap held the gate with nothing pending: pausing frees nothing then")
+	}
 	gateHeap = func() heapStats { return heapStats{live: 1 << 40, goal: 1 << 41, limit: math.MaxInt64, gogc: 100} }
-	if (&byteGate{}).update(0, 0) {
+	if (&byteGate{}).update(1, 0, 0, time.Time{}) {
 		t.Fatal("no budget and no memory limit paused")
 	}
 }
@@ -102,5 +107,123 @@ func TestReadHeapReadsTheCollector(t *testing.T) {
 	h := readHeap()
 	if h.live <= 0 || h.goal < h.live || h.gogc != 100 || h.limit != math.MaxInt64 {
 		t.Fatalf("readHeap %+v: want live > 0, goal >= live, GOGC 100, no limit", h)
+	}
+}
+
+// The heap gate counts the records the loop has taken since the last
+// collection: the collector finds them live only at the next one, and
+// until then the live heap it reports is short by their bytes.
+func TestByteGateCountsWhatWasTakenSinceTheLastCollection(t *testing.T) {
+	defer func(old func() heapStats) { gateHeap = old }(gateHeap)
+	h := heapStats{live: 500, goal: 1000, limit: 1000, gogc: 100, cycles: 7}
+	gateHeap = func() heapStats { return h }
+	g := byteGate{}
+	if g.update(1, 0, 10_000, time.Time{}) {
+		t.Fatal("closed on the bytes taken before the first collection seen")
+	}
+	for _, step := range []struct {
+		taken int64
+		full  bool
+	}{
+		{10_300, false}, // 500 live + 300 taken since: 800
+		{10_400, true},  // 900: 90% of the limit
+	} {
+		if got := g.update(1, 0, step.taken, time.Time{}); got != step.full || g.live != 500+step.taken-10_000 {
+			t.Fatalf("live 500 and %d taken since the collection: full %v live %d, want %v %d", step.taken-10_000, got, g.live, step.full, 500+step.taken-10_000)
+		}
+	}
+	h.cycles, h.live = 8, 850 // the collection found them live
+	if !g.update(1, 0, 10_400, time.Time{}) || g.live != 850 {
+		t.Fatalf("after a collection: live %d, want 850 and still closed (above 81%%)", g.live)
+	}
+	h.cycles, h.live = 9, 600
+	if g.update(1, 0, 10_400, time.Time{}) {
+		t.Fatalf("live 600 after the next collection: still closed (live %d)", g.live)
+	}
+}
+
+// The gate closes when the process's resident set reaches 90% of its
+// memory budget while intents are pending, and opens below 81% of it, or
+// once nothing is pending (pausing intake frees nothing then). The resident
+// set is read at most every rssEvery; while it holds the gate closed, memory
+// is given back at most every releaseEvery, and read again after.
+func TestByteGateClosesOnTheResidentSet(t *testing.T) {
+	defer func(old func() heapStats, oldRSS func() (int64, bool), oldRelease func()) {
+		gateHeap, gateRSS, gateRelease = old, oldRSS, oldRelease
+	}(gateHeap, gateRSS, gateRelease)
+	released := 0
+	gateRelease = func() { released++ }
+	gateHeap = func() heapStats { return heapStats{live: 1, goal: 2, limit: math.MaxInt64, gogc: 100} }
+	var rss int64
+	reads := 0
+	gateRSS = func() (int64, bool) { reads++; return rss, true }
+	g := byteGate{max: 1 << 40, process: 1000}
+	now := time.Unix(1, 0)
+	for i, step := range []struct {
+		rss, pending int64
+		full         bool
+	}{
+		{500, 10, false},
+		{899, 10, false},
+		{900, 10, true},
+		{850, 10, true},
+		{810, 10, true},
+		{809, 10, false},
+		{1200, 10, true},
+		{1200, 0, false}, // nothing pending: nothing to wait for
+		{1200, 10, true},
+		{100, 10, false},
+	} {
+		rss = step.rss
+		now = now.Add(rssEvery)
+		if got := g.update(step.pending, 0, 0, now); got != step.full || g.rss != step.rss {
+			t.Fatalf("step %d: resident %d with %d pending: full %v (read %d), want %v", i, step.rss, step.pending, got, g.rss, step.full)
+		}
+	}
+	if released != 1 {
+		t.Fatalf("memory given back %d times within a second of the resident set holding the gate, want once", released)
+	}
+	rss = 5000
+	if g.update(10, 0, 0, now.Add(rssEvery-time.Nanosecond)) || reads != 10 {
+		t.Fatalf("read the resident set again within rssEvery: %d reads, rss %d", reads, g.rss)
+	}
+	if !g.update(10, 0, 0, now.Add(rssEvery)) || reads != 11 || released != 1 {
+		t.Fatalf("not read again after rssEvery (%d reads), or memory given back twice within a second (%d)", reads, released)
+	}
+	later := now.Add(releaseEvery)
+	if !g.update(10, 0, 0, later) || reads != 12 || released != 2 {
+		t.Fatalf("memory not given back with the resident set holding the gate a second later: %d releases", released)
+	}
+	if !g.update(10, 0, 0, later) || reads != 13 || released != 2 {
+		t.Fatalf("after a release: %d reads (want the resident set read again at once), %d releases (want no second within a second)", reads, released)
+	}
+	gateRSS = func() (int64, bool) { return 1 << 40, false }
+	if (&byteGate{process: 1000}).update(10, 0, 0, now) {
+		t.Fatal("closed on a resident set that could not be read")
+	}
+	if (&byteGate{}).update(10, 0, 0, now) {
+		t.Fatal("closed on the resident set with no process budget")
+	}
+}
+
+// readRSS reads this process's resident set: more than nothing, less than
+// what the machine has; statmResident parses statm's second field.
+func TestReadRSSReadsTheResidentSet(t *testing.T) {
+	if _, err := os.Stat("/proc/self/statm"); err != nil {
+		t.Skip("no /proc/self/statm (not Linux)")
+	}
+	got, ok := readRSS()
+	if !ok || got < 1<<20 || got > 1<<40 {
+		t.Fatalf("readRSS %d %v: want a resident set of a test binary", got, ok)
+	}
+	for in, want := range map[string]int64{"123 456 7 8 0 9 0\n": 456, "1 2\n": 2} {
+		if p, ok := statmResident([]byte(in)); !ok || p != want {
+			t.Errorf("statmResident(%q) = %d %v, want %d", in, p, ok, want)
+		}
+	}
+	for _, in := range []string{"", "123", "123 ", "123 45x 6"} {
+		if _, ok := statmResident([]byte(in)); ok {
+			t.Errorf("statmResident(%q) ok", in)
+		}
 	}
 }

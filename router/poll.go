@@ -23,9 +23,10 @@ func (r *Router) poll(ctx context.Context) error {
 	var (
 		backlog      []any
 		backlogBytes int64 // of the records in backlog
+		handed       int64 // of every record handed to the loop's queue: a running total
 		assigned     = map[port.TopicPartition]bool{}
 		paused       = map[port.TopicPartition]bool{}
-		gate         = byteGate{max: r.cfg.Router.MaxPendingBytes}
+		gate         = byteGate{max: r.cfg.Router.MaxPendingBytes, process: r.opts.processMemory}
 	)
 	// room reports whether ev may go to the loop now: the records on
 	// their way to it hold less than the queue's byte bound (one record
@@ -51,6 +52,9 @@ func (r *Router) poll(ctx context.Context) error {
 		if len(backlog) == 0 && room(ev) {
 			select {
 			case r.events <- ev:
+				if rec, ok := ev.(*port.Record); ok {
+					handed += recordBytes(rec)
+				}
 				// Run the loop now, on this thread: otherwise it waits in
 				// this P's run queue while Poll below blocks in C, until
 				// the runtime retakes the P or wakes another thread, which
@@ -88,6 +92,7 @@ func (r *Router) poll(ctx context.Context) error {
 			case r.events <- backlog[0]:
 				if rec, ok := backlog[0].(*port.Record); ok {
 					backlogBytes -= recordBytes(rec)
+					handed += recordBytes(rec)
 				}
 				backlog[0] = nil
 				backlog = backlog[1:]
@@ -100,11 +105,14 @@ func (r *Router) poll(ctx context.Context) error {
 		// What the pending intents hold and what is on its way to them:
 		// everything fetched before a pause is admitted, so it is counted
 		// before the next fetch (router/budget.go).
+		// What the loop has taken is what was handed to it less what is
+		// still queued.
 		wasFull := gate.full
-		overBudget := gate.update(r.pendingBytes.Load(), r.queuedBytes.Load()+backlogBytes)
+		queued := r.queuedBytes.Load()
+		overBudget := gate.update(r.pendingBytes.Load(), queued+backlogBytes, handed-queued, r.opts.clock.Now())
 		if overBudget != wasFull {
 			r.opts.log.Debug("pending memory gate", "closed", overBudget, "cost_bytes", gate.cost, "budget_bytes", gate.max,
-				"live_heap_bytes", gate.live, "memory_limit_bytes", gate.limit)
+				"live_heap_bytes", gate.live, "memory_limit_bytes", gate.limit, "resident_bytes", gate.rss, "process_budget_bytes", gate.process)
 		}
 		r.applyPause(assigned, paused, len(backlog) > 0, r.backpressure.Load() || overBudget)
 

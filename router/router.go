@@ -35,6 +35,9 @@ type options struct {
 	rnd          *rand.Rand
 	contexts     ContextLookup
 	tracer       trace.TracerProvider // tracing.go; nil: off
+	// processMemory is the process's memory budget, whose resident set
+	// the byte gate watches (router/budget.go); 0: not watched.
+	processMemory int64
 }
 
 // WithClock sets the clock the router's deadlines and ticker run on.
@@ -76,6 +79,13 @@ func WithRand(r *rand.Rand) Option { return func(o *options) { o.rnd = r } }
 // WithFallbackFeed sets the reader of the shared fallback-cache topic.
 // Without one, the fallback cache holds only the answers this instance saw.
 func WithFallbackFeed(f port.FallbackFeed) Option { return func(o *options) { o.feed = f } }
+
+// WithProcessMemory sets the process's memory budget in bytes
+// (router.memory_limit_bytes, or what 'serve' derives from the byte
+// budgets): while intents are pending, the requests partitions pause once
+// the process's resident set reaches 90% of it, and resume below 81%
+// (router/budget.go). 0, the default: the resident set is not watched.
+func WithProcessMemory(n int64) Option { return func(o *options) { o.processMemory = n } }
 
 // Router routes intents. Create it with New, start it with Run.
 type Router struct {

@@ -116,7 +116,7 @@ and JWTs locally.`, `  switchboard dev
 	if _, err := kafkaio.EnsureTopics(ctx, settingsOf(cfg, "switchboard-dev"), cfg.TopicPlans(), true); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, apiCfg, log, nil)
+	n, err := newNode(cfg, apiCfg, log, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 
@@ -70,7 +71,14 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 }
 
 // applyMemoryLimit sets Go's soft memory limit unless GOMEMLIMIT is set
-// (the runtime has read it then), and logs the limit in force.
+// (the runtime has read it then), logs the limit in force, and returns the
+// process's memory budget: router.memory_limit_bytes when set, otherwise
+// Go's limit in force plus what librdkafka and pebble hold outside Go (576
+// MiB with the defaults). The router pauses its intake when the process's
+// resident set reaches 90% of that budget while intents are pending
+// (router.WithProcessMemory): it is "the configured byte budget" an
+// operator holds the process to (README, "Limits"). 0 when there is none
+// (GOMEMLIMIT=off and no router.memory_limit_bytes).
 //
 // The limit is soft: the collector works harder as the heap nears it, but
 // never fails an allocation for it. The router pauses its intake before
@@ -83,10 +91,19 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 // about half the CPU time (the runtime's GC CPU limiter), so the process
 // slows rather than spirals, and the heap grows past the limit as Go would
 // without one.
-func applyMemoryLimit(b memoryBudget, log *slog.Logger) {
+func applyMemoryLimit(b memoryBudget, log *slog.Logger) (process int64) {
 	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", v, "limit_bytes", debug.SetMemoryLimit(-1))
-		return
+		limit := debug.SetMemoryLimit(-1)
+		process = b.process
+		if process == 0 && limit < math.MaxInt64-b.outsideGo {
+			process = limit + b.outsideGo
+		}
+		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", v, "limit_bytes", limit, "process_budget_mib", process>>20)
+		return process
+	}
+	process = b.process
+	if process == 0 {
+		process = b.limit + b.outsideGo
 	}
 	debug.SetMemoryLimit(b.limit)
 	if need := b.pending + memoryBaseline; b.from != "derived" && b.limit < need {
@@ -96,5 +113,6 @@ func applyMemoryLimit(b memoryBudget, log *slog.Logger) {
 	}
 	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from, "process_mib", b.process>>20,
 		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20, "baseline_mib", memoryBaseline>>20,
-		"outside_go_mib", b.outsideGo>>20)
+		"outside_go_mib", b.outsideGo>>20, "process_budget_mib", process>>20)
+	return process
 }

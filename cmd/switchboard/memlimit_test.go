@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -89,5 +90,35 @@ func TestMemoryLimitBelowThePendingBudgetIsWarned(t *testing.T) {
 	applyMemoryLimit(memoryBudget{limit: 400 << 20, from: "router.memory_limit_bytes", pending: 256 << 20}, log)
 	if strings.Contains(out.String(), "level=WARN") {
 		t.Fatalf("warned about a limit with room for the budget: %s", out.String())
+	}
+}
+
+// The process's memory budget, which the router holds its resident set to,
+// is router.memory_limit_bytes when set, and otherwise Go's limit in force
+// plus what is held outside Go; serve logs it.
+func TestProcessBudgetIsTheLimitOrGoPlusOutside(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 576<<20 {
+			t.Errorf("derived: process budget %d MiB, want 576", got>>20)
+		}
+		if !strings.Contains(out.String(), "process_budget_mib=576") {
+			t.Errorf("process budget not logged: %s", out.String())
+		}
+		if got := applyMemoryLimit(memoryBudget{limit: 202 << 20, from: "router.memory_limit_bytes", outsideGo: 96 << 20, process: 298 << 20}, log); got != 298<<20 {
+			t.Errorf("router.memory_limit_bytes: process budget %d MiB, want 298", got>>20)
+		}
+	}
+	t.Setenv("GOMEMLIMIT", "200MiB")
+	debug.SetMemoryLimit(200 << 20)
+	if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 296<<20 {
+		t.Errorf("GOMEMLIMIT=200MiB: process budget %d MiB, want 296", got>>20)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 0 {
+		t.Errorf("GOMEMLIMIT=off: process budget %d MiB, want 0 (none)", got>>20)
 	}
 }

@@ -55,7 +55,8 @@ type node struct {
 	mcp      *mcp.Endpoint // nil: http.mcp.disabled
 	reloader *reloader     // nil: no reload ('switchboard dev')
 
-	instanceID string
+	instanceID    string
+	processMemory int64 // the process's memory budget (applyMemoryLimit); 0: none
 	// routerMu orders the router's replacement (newRouter) and a reload's
 	// apply (reconfigure): a new router is built with the configuration in
 	// force, and a reload reaches the router that runs.
@@ -81,7 +82,7 @@ func (n *node) newRouter() error {
 	reg := prometheus.NewRegistry()
 	r, err := router.New(cfg, n.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
 		router.WithLogger(n.log.With("instance", parts.InstanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
-		router.WithTracerProvider(n.tracerProvider()))
+		router.WithTracerProvider(n.tracerProvider()), router.WithProcessMemory(n.processMemory))
 	if err != nil {
 		_ = parts.Source.Close()
 		_ = parts.Sink.Close()
@@ -155,13 +156,14 @@ type configFile struct {
 }
 
 // newNode builds a node; with file set, it reloads that file on SIGHUP and
-// POST /v1/admin/reload (reload.go).
-func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *configFile) (*node, error) {
+// POST /v1/admin/reload (reload.go). processMemory is the process's memory
+// budget its routers hold their intake to (applyMemoryLimit; 0: none).
+func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *configFile, processMemory int64) (*node, error) {
 	codec, err := codecFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard")}
+	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard"), processMemory: processMemory}
 	n.live.Store(cfg)
 	n.kafka.Logger = log // librdkafka's lines, as the node's
 	reg := prometheus.NewRegistry()

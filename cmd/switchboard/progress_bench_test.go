@@ -106,7 +106,7 @@ func benchProgressOnce(b *testing.B, bootstrap string, n, words, delayMs int) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	node, err := newNode(cfg, apiCfg, log, nil)
+	node, err := newNode(cfg, apiCfg, log, nil, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

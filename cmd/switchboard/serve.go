@@ -53,7 +53,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 		return err
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
-	applyMemoryLimit(deriveMemoryLimit(cfg, apiCfg), log)
+	process := applyMemoryLimit(deriveMemoryLimit(cfg, apiCfg), log)
 	if *pprofAddr != "" {
 		if err := startProfiling(ctx, *pprofAddr, log); err != nil {
 			return err
@@ -62,7 +62,7 @@ switchboard_auth_disabled metric.`, `  switchboard serve --config deploy/example
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		return err
 	}
-	n, err := newNode(cfg, apiCfg, log, &configFile{path: *path, instance: *instance, hash: hash})
+	n, err := newNode(cfg, apiCfg, log, &configFile{path: *path, instance: *instance, hash: hash}, process)
 	if err != nil {
 		return err
 	}

@@ -243,10 +243,13 @@ type Router struct {
 	// MemoryLimitBytes is the whole process's memory budget: 'serve' gives
 	// Go's runtime (debug.SetMemoryLimit) this less what librdkafka and
 	// pebble hold outside Go, when the GOMEMLIMIT environment variable is
-	// unset, and the router pauses its intake at 90% of Go's share. Default
-	// 0: Go's limit is derived from the byte budgets (max_pending_bytes,
-	// http.results_max_bytes, four WebSocket send queues) plus a 64 MiB
-	// baseline; see cmd/switchboard/memlimit.go.
+	// unset, and the router pauses its intake at 90% of Go's share and, while
+	// intents are pending, when the process's resident set reaches 90% of
+	// this. Default 0: Go's limit is derived from the byte budgets
+	// (max_pending_bytes, http.results_max_bytes, four WebSocket send queues)
+	// plus a 64 MiB baseline, and the process's budget is that plus what is
+	// held outside Go (576 MiB with the defaults); see
+	// cmd/switchboard/memlimit.go.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore
 	// duplicate requests and to tell late responses from unknown ones.
