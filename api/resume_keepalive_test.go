@@ -50,6 +50,13 @@ func TestStreamLongReplayKeepsItsConnection(t *testing.T) {
 			if err := fn(otherRecord(int64(i))); err != nil {
 				return err
 			}
+			// A write (a ping the last check asked for) takes microseconds;
+			// the fake clock must not run seconds ahead while one is in
+			// flight, or the check finds it stalled past WriteWait: seen
+			// under -race, 5 runs in 30.
+			if err := writesSettle(h.srv); err != nil {
+				return err
+			}
 			h.clock.Advance(time.Second)
 			api.CheckConns(h.srv)
 		}
@@ -62,6 +69,23 @@ func TestStreamLongReplayKeepsItsConnection(t *testing.T) {
 	if m := c.expect("result"); m.Result.IntentID != sessionResult(1, "s").IntentID {
 		t.Fatalf("got %+v", m.Result)
 	}
+}
+
+// writesSettle waits until no stream connection's writer is in a write
+// (it runs on the server's goroutine: an error, not t.Fatal).
+func writesSettle(srv *api.Server) error {
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(100 * time.Microsecond)
+	defer poll.Stop()
+	for api.WriteInProgress(srv) {
+		select {
+		case <-deadline.C:
+			return errors.New("a write never finished")
+		case <-poll.C:
+		}
+	}
+	return nil
 }
 
 // TestStreamReplayEndsWithItsConnection: a replay whose client has gone
