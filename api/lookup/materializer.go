@@ -513,8 +513,11 @@ func (m *Materializer) checkReady() {
 	if len(m.left) > 0 || m.ready.Load() {
 		return
 	}
-	m.ready.Store(true)
+	// The store first: whoever sees Ready() nil must also get misses as
+	// ErrIntentNotFound, not ErrLookupCatchingUp (a test looked up in the
+	// moment between the two).
 	m.cfg.Store.ready.Store(true)
+	m.ready.Store(true)
 	m.cfg.Logger.Info("lookup store caught up", "dir", m.cfg.Store.Dir(), "records_read", m.read,
 		"partitions", m.total.Load(), "took", m.cfg.Clock.Since(m.started).Round(time.Millisecond).String())
 }
