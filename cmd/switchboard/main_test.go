@@ -91,9 +91,16 @@ func (s *syncBuffer) String() string {
 // eventually waits for cond, checking every 20ms, for up to 30s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with its own deadline, for a condition
+// that takes a known while to come about.
+func eventuallyWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.NewTimer(30 * time.Second)
+	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for !cond() {
 		select {
