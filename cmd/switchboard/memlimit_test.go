@@ -102,8 +102,8 @@ func TestProcessBudgetIsTheLimitOrGoPlusOutside(t *testing.T) {
 	var out bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 576<<20 {
-			t.Errorf("derived: process budget %d MiB, want 576", got>>20)
+		if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 0 {
+			t.Errorf("derived: resident-set budget %d MiB, want 0 (logged, not enforced)", got>>20)
 		}
 		if !strings.Contains(out.String(), "process_budget_mib=576") {
 			t.Errorf("process budget not logged: %s", out.String())
@@ -114,8 +114,14 @@ func TestProcessBudgetIsTheLimitOrGoPlusOutside(t *testing.T) {
 	}
 	t.Setenv("GOMEMLIMIT", "200MiB")
 	debug.SetMemoryLimit(200 << 20)
-	if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 296<<20 {
-		t.Errorf("GOMEMLIMIT=200MiB: process budget %d MiB, want 296", got>>20)
+	if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 0 {
+		t.Errorf("GOMEMLIMIT=200MiB: resident-set budget %d MiB, want 0 (logged, not enforced)", got>>20)
+	}
+	if !strings.Contains(out.String(), "process_budget_mib=296") {
+		t.Errorf("GOMEMLIMIT=200MiB: process budget not logged as 296 MiB: %s", out.String())
+	}
+	if got := applyMemoryLimit(memoryBudget{limit: 202 << 20, from: "router.memory_limit_bytes", outsideGo: 96 << 20, process: 298 << 20}, log); got != 298<<20 {
+		t.Errorf("GOMEMLIMIT and router.memory_limit_bytes: resident-set budget %d MiB, want 298", got>>20)
 	}
 	debug.SetMemoryLimit(math.MaxInt64)
 	if got := applyMemoryLimit(memoryBudget{limit: 480 << 20, from: "derived", outsideGo: 96 << 20}, log); got != 0 {

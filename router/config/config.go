@@ -247,8 +247,8 @@ type Router struct {
 	// intents are pending, when the process's resident set reaches 90% of
 	// this. Default 0: Go's limit is derived from the byte budgets
 	// (max_pending_bytes, http.results_max_bytes, four WebSocket send queues)
-	// plus a 64 MiB baseline, and the process's budget is that plus what is
-	// held outside Go (576 MiB with the defaults); see
+	// plus a 64 MiB baseline, and the resident set is not watched ('serve'
+	// logs the budget that implies, 576 MiB with the defaults); see
 	// cmd/switchboard/memlimit.go.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore
