@@ -132,29 +132,8 @@ func testHangWatch(t *testing.T, bootstrap string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.NewTimer(time.Minute)
-		defer deadline.Stop()
-		poll := time.NewTicker(50 * time.Millisecond)
-		defer poll.Stop()
-		for !cond() {
-			select {
-			case <-deadline.C:
-				t.Fatalf("%s: not within a minute; logs:\n%s", what, logs.String())
-			case <-poll.C:
-			}
-		}
-	}
+	defer runHangWatch(ctx, t, w)()
+	waitFor := func(what string, cond func() bool) { t.Helper(); waitLogged(t, logs, what, cond) }
 	waitFor("the watch reports the hanging transaction", func() bool { return w.Err() != nil })
 	if err := w.Err(); !errors.Is(err, lag.ErrHangingTransaction) || !strings.Contains(err.Error(), topic+"[0] held at offset 0 (high watermark 3)") {
 		t.Fatalf("Err = %v, want ErrHangingTransaction naming %s[0]", err, topic)
@@ -169,5 +148,35 @@ func testHangWatch(t *testing.T, bootstrap string) {
 	waitFor("the watch sees the transaction end", func() bool { return w.Err() == nil })
 	if !strings.Contains(logs.String(), "the hanging transaction on "+topic+"[0] has ended") {
 		t.Fatalf("no line says the transaction ended:\n%s", logs.String())
+	}
+}
+
+// runHangWatch runs w until the returned stop is called, which reports
+// Run's error.
+func runHangWatch(ctx context.Context, t *testing.T, w *lag.HangWatch) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// waitLogged polls cond for up to a minute, failing with the watch's logs.
+func waitLogged(t *testing.T, logs *lockedBuffer, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("%s: not within a minute; logs:\n%s", what, logs.String())
+		case <-poll.C:
+		}
 	}
 }

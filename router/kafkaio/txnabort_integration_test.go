@@ -211,29 +211,8 @@ func TestHangWatchAbortsAHangingTransactionApacheKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.NewTimer(time.Minute)
-		defer deadline.Stop()
-		poll := time.NewTicker(50 * time.Millisecond)
-		defer poll.Stop()
-		for !cond() {
-			select {
-			case <-deadline.C:
-				t.Fatalf("%s: not within a minute; logs:\n%s", what, logs.String())
-			case <-poll.C:
-			}
-		}
-	}
+	defer runHangWatch(ctx, t, w)()
+	waitFor := func(what string, cond func() bool) { t.Helper(); waitLogged(t, logs, what, cond) }
 	waitFor("the watch aborts the forgotten transaction", func() bool {
 		return strings.Contains(logs.String(), "aborted the hanging transaction on "+topic+"[0]: producer ")
 	})
