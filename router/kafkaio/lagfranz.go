@@ -142,20 +142,7 @@ func (f *franzLag) extents(ctx context.Context, topics []string) (map[string]map
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[int32]lag.Extent{}
-	for topic, ps := range ends {
-		for p, end := range ps {
-			start, ok := starts[topic][p]
-			if !ok {
-				return nil, fmt.Errorf("kafkaio: no first offset for %s[%d]", topic, p)
-			}
-			if out[topic] == nil {
-				out[topic] = map[int32]lag.Extent{}
-			}
-			out[topic][p] = lag.Extent{Start: start, End: end}
-		}
-	}
-	return out, nil
+	return joined(ends, starts, "first offset", func(end, start int64) lag.Extent { return lag.Extent{Start: start, End: end} })
 }
 
 // ends is LagAdmin.Ends: each partition's last stable offset and high
@@ -169,17 +156,23 @@ func (f *franzLag) ends(ctx context.Context, topics []string) (map[string]map[in
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[int32]lag.Ends{}
-	for topic, ps := range stable {
-		for p, s := range ps {
-			h, ok := high[topic][p]
+	return joined(stable, high, "high watermark", func(s, h int64) lag.Ends { return lag.Ends{Stable: s, High: h} })
+}
+
+// joined pairs each partition of a with the same partition of b (missing
+// names b's offset when b lacks one).
+func joined[T any](a, b map[string]map[int32]int64, missing string, pair func(x, y int64) T) (map[string]map[int32]T, error) {
+	out := map[string]map[int32]T{}
+	for topic, ps := range a {
+		for p, x := range ps {
+			y, ok := b[topic][p]
 			if !ok {
-				return nil, fmt.Errorf("kafkaio: no high watermark for %s[%d]", topic, p)
+				return nil, fmt.Errorf("kafkaio: no %s for %s[%d]", missing, topic, p)
 			}
 			if out[topic] == nil {
-				out[topic] = map[int32]lag.Ends{}
+				out[topic] = map[int32]T{}
 			}
-			out[topic][p] = lag.Ends{Stable: s, High: h}
+			out[topic][p] = pair(x, y)
 		}
 	}
 	return out, nil
