@@ -33,7 +33,8 @@ type proc struct {
 	exitErr   error         // how it exited, once done is closed
 	logFrom   int64         // where the current incarnation's log starts
 	starts    int
-	harnessed bool // the harness killed or stopped the current incarnation
+	harnessed bool          // the harness killed or stopped the current incarnation
+	cpu       time.Duration // CPU time (user and system) of the incarnations that have exited
 }
 
 func (p *proc) start() error {
@@ -61,6 +62,9 @@ func (p *proc) start() error {
 	go func() {
 		err := cmd.Wait()
 		p.exitErr = err
+		if ps := cmd.ProcessState; ps != nil {
+			p.cpu += ps.UserTime() + ps.SystemTime()
+		}
 		close(done)
 	}()
 	return nil

@@ -20,14 +20,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/switchboard-mcp/switchboard/intents"
-	"github.com/switchboard-mcp/switchboard/intents/client"
-	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -283,10 +282,7 @@ func TestDrillThreeBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := client.NewPublisher(kafkaio.Settings{
-		Bootstrap: bootstrap, ClientID: "switchboard-drill-load",
-		Properties: map[string]string{"message.timeout.ms": strconv.Itoa(int((chaosSendWithin - 30*time.Second).Milliseconds()))},
-	}, codec, topics["requests"])
+	pub, err := newDrillLoad(bootstrap, codec, topics["requests"], chaosSendWithin-30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +435,16 @@ func TestDrillThreeBrokers(t *testing.T) {
 		stops.Go(func() { p.stop(30 * time.Second) })
 	}
 	stops.Wait()
+	var cpuRouters, cpuAgents time.Duration // what each kind of process cost the host, every incarnation
+	for _, p := range routers {
+		cpuRouters += p.cpu
+	}
+	for _, p := range agents {
+		cpuAgents += p.cpu
+	}
+	var self syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	cpuHarness := time.Duration(self.Utime.Nano() + self.Stime.Nano())
 
 	// The verdict (the chaos test's) and the figures.
 	c := &chaosRun{t: t, o: chaosOptions{delivery: "exactly_once"}, v: chaosVariant{name: "drill"}, bootstrap: bootstrap, began: began}
@@ -486,10 +492,10 @@ func TestDrillThreeBrokers(t *testing.T) {
 	load1, load5, _ := loadAverage()
 	line := fmt.Sprintf("drill: intents=%d rate=%.0f/s timeout=%s missing=%d duplicate=%d answered_in_deadline=%s answered_late=%s fallback=%s other=%s"+
 		" longest_gap=%s p99_before=%s p99_during=%s p99_after=%s recovery_broker_kill=%s recovery_router_kill=%s rolling_restart=%s"+
-		" timeout_dups=%d timeout_missing=%d timeout_orphans=%d lost_acked=%d strays=%d wrong_outcome=%d paired_late=%d send_errors=%d load_avg=%s/%s took=%s",
+		" timeout_dups=%d timeout_missing=%d timeout_orphans=%d lost_acked=%d strays=%d wrong_outcome=%d paired_late=%d send_errors=%d cpu_routers=%s cpu_agents=%s cpu_harness=%s load_avg=%s/%s took=%s",
 		v.Intents, o.rate, drillTimeout, v.Missing, v.Duplicate, share(f.AnsweredInDeadline), share(f.AnsweredLate), share(f.Fallback), share(f.Other),
 		f.LongestGap.Round(time.Millisecond), f.P99[0], f.P99[1], f.P99[2], durOr(rec, recovered), durOr(recRouter, recoveredRouter), rolling.Round(time.Second),
-		v.TimeoutDups, v.TimeoutMissing, v.TimeoutOrphans, v.LostAcked, v.Strays, v.WrongOutcome, v.PairedLate, v.SendErrors, load1, load5, time.Since(began).Round(time.Second))
+		v.TimeoutDups, v.TimeoutMissing, v.TimeoutOrphans, v.LostAcked, v.Strays, v.WrongOutcome, v.PairedLate, v.SendErrors, cpuRouters.Round(time.Second), cpuAgents.Round(time.Second), cpuHarness.Round(time.Second), load1, load5, time.Since(began).Round(time.Second))
 	t.Log(line)
 	fmt.Println(line)
 	if v.Missing+v.Duplicate+v.TimeoutDups+v.TimeoutMissing+v.TimeoutOrphans+v.LostAcked+v.Strays > 0 {
