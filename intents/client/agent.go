@@ -112,7 +112,7 @@ func NewAgent(cfg AgentConfig, h Handler) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p, err := kafkaio.NewProducer(cfg.Kafka)
+	p, err := kafkaio.NewAnswerProducer(cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,38 @@ type Producer struct {
 // delivery timeout; a record the broker denies for want of an ACL fails
 // with one too.
 func NewProducer(s Settings) (*Producer, error) {
-	p, w, err := newProducer(s, "producer", producerSettings(s))
+	return startProducer(s, producerSettings(s))
+}
+
+// NewAnswerProducer creates the producer an agent answers with: NewProducer's
+// settings, but not idempotent and with one request in flight per broker.
+// librdkafka's idempotent producer (v2.11.1) busy-loops a broker thread
+// while a partition waits for its in-flight requests — five unacknowledged
+// under acks=all while an in-sync replica is away, or a leader change
+// draining the old leader's — and records are queued behind them:
+// rd_kafka_toppar_producer_serve sets the thread's next wakeup to "now"
+// before it finds it may not send (rdkafka_broker.c; librdkafka#3692). In the
+// three-broker drill each agent process took a whole core through every
+// broker restart. An answer needs no broker-side de-duplication: the router
+// pairs answers by (tenant, intent id) and takes only the first, and drops
+// a progress chunk whose sequence is not past the last it accepted; one
+// request in flight keeps a retried request from overtaking the next, so
+// the chunks stay in order.
+func NewAnswerProducer(s Settings) (*Producer, error) {
+	return startProducer(s, answerProducerSettings(s))
+}
+
+// answerProducerSettings are NewAnswerProducer's: kafka.properties cannot
+// turn idempotence back on.
+func answerProducerSettings(s Settings) kafka.ConfigMap {
+	m := producerSettings(s)
+	m["enable.idempotence"] = false
+	m["max.in.flight.requests.per.connection"] = 1
+	return m
+}
+
+func startProducer(s Settings, settings kafka.ConfigMap) (*Producer, error) {
+	p, w, err := newProducer(s, "producer", settings)
 	if err != nil {
 		return nil, err
 	}

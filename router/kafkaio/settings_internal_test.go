@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -98,4 +99,27 @@ func TestProducersLingerZeroUnlessSet(t *testing.T) {
 			t.Errorf("kafka.properties' %s was not passed on: %v", key, *cm)
 		}
 	}
+}
+
+// An agent's answers go out without idempotence and one request in flight
+// per broker (NewAnswerProducer says why), whatever kafka.properties says,
+// and librdkafka accepts the combination.
+func TestAnswerProducerIsNotIdempotentAndKeepsOrder(t *testing.T) {
+	s := Settings{Bootstrap: "127.0.0.1:1", Properties: map[string]string{"enable.idempotence": "true", "max.in.flight.requests.per.connection": "5"}}
+	cm, err := s.configMapFor("producer", answerProducerSettings(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (*cm)["enable.idempotence"] != false || (*cm)["max.in.flight.requests.per.connection"] != 1 || (*cm)["acks"] != "all" {
+		t.Errorf("answer producer: enable.idempotence %v, max.in.flight %v, acks %v; want false, 1, all",
+			(*cm)["enable.idempotence"], (*cm)["max.in.flight.requests.per.connection"], (*cm)["acks"])
+	}
+	if producerSettings(s)["enable.idempotence"] != true {
+		t.Error("the other producers lost their idempotence")
+	}
+	p, err := NewAnswerProducer(s)
+	if err != nil {
+		t.Fatalf("librdkafka refuses the answer producer's settings: %v", err)
+	}
+	p.Close(time.Second)
 }
