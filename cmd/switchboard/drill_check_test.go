@@ -27,6 +27,7 @@ type drillFigures struct {
 	AnsweredLate       float64 // share answered by the agent, result read later than that
 	Fallback           float64 // share resolved with a fallback (or timed_out)
 	Other              float64 // share with another outcome, or none
+	Within120s         float64 // share whose result (any outcome) was read within 120 s of the send: the source documents' measure
 	LongestGap         time.Duration
 	GapAt              int64            // unix ms where the longest gap began
 	P99                [3]time.Duration // before, during, after the disturbances
@@ -43,8 +44,11 @@ func figures(ins []drillIntent, deadline time.Duration, duringFrom, afterFrom, l
 	}
 	var lat [3][]int64
 	var seen []int64
-	var inTime, late, fallback int
+	var inTime, late, fallback, within120 int
 	for _, in := range ins {
+		if in.seenMs > 0 && in.seenMs-in.sentMs <= (120*time.Second).Milliseconds() {
+			within120++
+		}
 		switch in.outcome {
 		case "answered":
 			if in.seenMs > 0 && in.seenMs-in.sentMs <= deadline.Milliseconds() {
@@ -71,6 +75,7 @@ func figures(ins []drillIntent, deadline time.Duration, duringFrom, afterFrom, l
 	n := float64(len(ins))
 	f.AnsweredInDeadline, f.AnsweredLate, f.Fallback = float64(inTime)/n, float64(late)/n, float64(fallback)/n
 	f.Other = 1 - f.AnsweredInDeadline - f.AnsweredLate - f.Fallback
+	f.Within120s = float64(within120) / n
 	for i := range lat {
 		f.Counted[i] = len(lat[i])
 		f.P99[i] = time.Duration(quantile(lat[i], 0.99)) * time.Millisecond
@@ -145,6 +150,9 @@ func TestDrillFigures(t *testing.T) {
 		{sentMs: s + 5010, seenMs: 0},                                  // during, never seen
 		{sentMs: s + 9500, seenMs: s + 9600, outcome: "answered"},      // after
 		{sentMs: s + 9510, seenMs: s + 9700, outcome: "rejected"},      // after
+	}
+	if f := figures(append(slices.Clone(ins), drillIntent{sentMs: s, seenMs: s + 120_001, outcome: "answered"}), 2*time.Second, s+5000, s+9500, s, s+10_000); share(f.Within120s) != "75.00%" {
+		t.Errorf("within 120 s: %s of 8, want 6 (one never seen, one at 120.001 s)", share(f.Within120s))
 	}
 	f := figures(ins, 2*time.Second, s+5000, s+9500, s, s+10_000)
 	if f.Sent != 7 || share(f.AnsweredInDeadline) != "28.57%" || share(f.AnsweredLate) != "28.57%" || share(f.Fallback) != "14.29%" || share(f.Other) != "28.57%" {

@@ -490,10 +490,10 @@ func TestDrillThreeBrokers(t *testing.T) {
 		say("example %s", e)
 	}
 	load1, load5, _ := loadAverage()
-	line := fmt.Sprintf("drill: intents=%d rate=%.0f/s timeout=%s missing=%d duplicate=%d answered_in_deadline=%s answered_late=%s fallback=%s other=%s"+
+	line := fmt.Sprintf("drill: intents=%d rate=%.0f/s timeout=%s missing=%d duplicate=%d answered_in_deadline=%s answered_late=%s fallback=%s other=%s within_120s=%s"+
 		" longest_gap=%s p99_before=%s p99_during=%s p99_after=%s recovery_broker_kill=%s recovery_router_kill=%s rolling_restart=%s"+
 		" timeout_dups=%d timeout_missing=%d timeout_orphans=%d lost_acked=%d strays=%d wrong_outcome=%d paired_late=%d send_errors=%d cpu_routers=%s cpu_agents=%s cpu_harness=%s load_avg=%s/%s took=%s",
-		v.Intents, o.rate, drillTimeout, v.Missing, v.Duplicate, share(f.AnsweredInDeadline), share(f.AnsweredLate), share(f.Fallback), share(f.Other),
+		v.Intents, o.rate, drillTimeout, v.Missing, v.Duplicate, share(f.AnsweredInDeadline), share(f.AnsweredLate), share(f.Fallback), share(f.Other), share(f.Within120s),
 		f.LongestGap.Round(time.Millisecond), f.P99[0], f.P99[1], f.P99[2], durOr(rec, recovered), durOr(recRouter, recoveredRouter), rolling.Round(time.Second),
 		v.TimeoutDups, v.TimeoutMissing, v.TimeoutOrphans, v.LostAcked, v.Strays, v.WrongOutcome, v.PairedLate, v.SendErrors, cpuRouters.Round(time.Second), cpuAgents.Round(time.Second), cpuHarness.Round(time.Second), load1, load5, time.Since(began).Round(time.Second))
 	t.Log(line)
