@@ -74,7 +74,7 @@ func figures(ins []drillIntent, deadline time.Duration, duringFrom, afterFrom, l
 	}
 	n := float64(len(ins))
 	f.AnsweredInDeadline, f.AnsweredLate, f.Fallback = float64(inTime)/n, float64(late)/n, float64(fallback)/n
-	f.Other = 1 - f.AnsweredInDeadline - f.AnsweredLate - f.Fallback
+	f.Other = float64(len(ins)-inTime-late-fallback) / n // not 1 minus the others: that prints -0.00 %
 	f.Within120s = float64(within120) / n
 	for i := range lat {
 		f.Counted[i] = len(lat[i])
