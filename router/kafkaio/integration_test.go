@@ -30,3 +30,11 @@ func TestLagAdminApacheKafka(t *testing.T) {
 	}
 	testLagAdmin(t, bootstrap)
 }
+
+func TestAPausedPartitionComesBackUnpausedApacheKafka(t *testing.T) {
+	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
+	if bootstrap == "" {
+		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
+	}
+	testPausedPartitionComesBackUnpaused(t, bootstrap)
+}

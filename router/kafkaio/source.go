@@ -99,12 +99,31 @@ func sourceConfig(s Settings, groupID string, o SourceOptions) kafka.ConfigMap {
 	return owned
 }
 
-// rebalance runs inside Poll. It lets the client assign or revoke as usual
-// and queues the event for the router.
+// rebalance runs inside Poll. It lets the client revoke as usual and
+// queues the event for the router. An assignment it makes itself, then
+// resumes the partitions: librdkafka keeps an application's pause on a
+// partition across its revocation and reassignment to the same client
+// (confluent-kafka-go#193), while a port.Source's newly assigned partitions
+// are not paused (the router forgets its pauses with the revocation). The
+// router pauses every partition while its loop is behind, so under load a
+// rebalance that gave a partition back left it unfetched for good (the
+// three-broker drill at 500/s, after a router's kill).
 func (s *Source) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
+		var err error
+		if s.c.GetRebalanceProtocol() == "COOPERATIVE" { // group.protocol=consumer in kafka.properties
+			err = s.c.IncrementalAssign(e.Partitions)
+		} else {
+			err = s.c.Assign(e.Partitions)
+		}
+		if err == nil && len(e.Partitions) > 0 {
+			err = s.c.Resume(e.Partitions)
+		}
 		s.queued = append(s.queued, port.Assigned(fromKafka(e.Partitions)))
+		if err != nil { // the consumer's state is not what the router is told: replace it
+			s.queued = append(s.queued, &port.FatalError{Err: fmt.Errorf("kafkaio: taking the assigned partitions: %w", err)})
+		}
 	case kafka.RevokedPartitions:
 		tps := fromKafka(e.Partitions)
 		if s.onRevoke != nil {

@@ -107,7 +107,9 @@ type Source interface {
 	// GroupMetadata is what a transactional sink sends with the offsets it
 	// commits (exactly_once); opaque to the router.
 	GroupMetadata() (any, error)
-	// Pause and Resume stop and restart fetching from partitions.
+	// Pause and Resume stop and restart fetching from partitions. A
+	// partition assigned (again) is fetched, whatever pause it had before
+	// it was revoked: the router forgets its pauses with the revocation.
 	Pause(tps []TopicPartition) error
 	Resume(tps []TopicPartition) error
 	// Close commits what was stored (at_least_once), leaves the group and
