@@ -127,8 +127,8 @@ secure-check:
 # brought back, all three are restarted in turn, and a router is SIGKILLed; it prints one
 # 'drill:' report line. The cluster is stopped and purged whatever the drill did. Its schedule
 # waits for the replicas after each restart, so its length follows the host (BENCHMARKS.md:
-# 10-13 minutes at DRILL_RATE=100 at load average 35-75, what .ci/run runs every time; DRILL_*
-# variables: see the test).
+# about 4 minutes at 500/s on a quiet 2-core host, what .ci/run runs every time; 10-13 minutes
+# at 100/s at load average 35-75; DRILL_* variables: see the test).
 DRILL_KAFKA_PORT ?= 19292
 # The test binary is built while the cluster starts (a JVM start is mostly waiting).
 drill:
