@@ -65,6 +65,15 @@ func TestRouterClientsBoundTheirBuffers(t *testing.T) {
 	if r["queued.max.messages.kbytes"] != 9<<10 || r["fetch.max.bytes"] != 9<<20 || r["auto.offset.reset"] != "earliest" {
 		t.Fatalf("reader buffers at 9 MiB: %v", r)
 	}
+	big := Settings{Bootstrap: "127.0.0.1:1", Properties: map[string]string{"message.max.bytes": "20000000"}}
+	if r := (Reading{PrefetchBytes: 9 << 20}).readerSettings(big); r["fetch.max.bytes"] != 20000000 {
+		t.Fatalf("a reader's fetch.max.bytes below message.max.bytes: %v", r)
+	}
+	c2, err := newReader(big, "t", false, (Reading{PrefetchBytes: 4 << 20}).readerSettings(big))
+	if err != nil {
+		t.Fatalf("librdkafka refuses the reader's settings: %v", err)
+	}
+	_ = c2.Close()
 	if r := (Reading{}).readerSettings(Settings{}); len(r) != 0 {
 		t.Fatalf("a reader without a bound got settings: %v", r)
 	}

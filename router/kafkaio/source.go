@@ -72,8 +72,12 @@ func prefetchBuffers(n int64) kafka.ConfigMap {
 }
 
 // withPrefetch adds prefetchBuffers(n) to owned, except for the settings
-// kafka.properties sets.
+// kafka.properties sets; n is at least kafka.properties' message.max.bytes
+// (librdkafka refuses a fetch.max.bytes below it).
 func withPrefetch(s Settings, owned kafka.ConfigMap, n int64) {
+	if m, err := strconv.ParseInt(s.Properties["message.max.bytes"], 10, 64); err == nil && m > n {
+		n = m
+	}
 	for k, v := range prefetchBuffers(n) {
 		if _, set := s.Properties[k]; !set {
 			owned[k] = v
