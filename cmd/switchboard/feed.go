@@ -39,15 +39,19 @@ type resultsFeed struct {
 var _ api.History = (*resultsFeed)(nil)
 
 // feedTopics names the topics a resultsFeed reads (Pending may be empty:
-// no pending states).
-type feedTopics struct{ Results, Timeouts, Progress, Pending string }
+// no pending states), and Prefetch bounds the bytes librdkafka prefetches
+// from them (config.Memory's FeedPrefetch; 0: librdkafka's default).
+type feedTopics struct {
+	Results, Timeouts, Progress, Pending string
+	Prefetch                             int64
+}
 
 // newResultsFeed returns the feed of order (the live stream) and store
 // from the topics.
 func newResultsFeed(kafka kafkaio.Settings, codec *schemas.Codec, log *slog.Logger, order *api.Feed, store *lookup.Store, t feedTopics) (*resultsFeed, error) {
 	mat, err := lookup.NewMaterializer(lookup.Config{
 		Results: t.Results, Timeouts: t.Timeouts, Pending: t.Pending, Progress: t.Progress,
-		Store: store, Source: kafkaSource{kafka}, Codec: codec, Live: order, Logger: log,
+		Store: store, Source: kafkaSource{kafka, t.Prefetch}, Codec: codec, Live: order, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -73,7 +77,10 @@ func (f *resultsFeed) run(ctx context.Context) error {
 }
 
 // kafkaSource is the lookup store's lookup.Source on Kafka.
-type kafkaSource struct{ kafka kafkaio.Settings }
+type kafkaSource struct {
+	kafka    kafkaio.Settings
+	prefetch int64 // kafkaio.Reading's PrefetchBytes
+}
 
 func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicState, error) {
 	st, err := kafkaio.DescribeTopic(ctx, k.kafka, topic)
@@ -81,7 +88,7 @@ func (k kafkaSource) Describe(ctx context.Context, topic string) (lookup.TopicSt
 }
 
 func (k kafkaSource) Read(ctx context.Context, from map[string][]int64, h lookup.Handler) error {
-	reading := kafkaio.Reading{From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets(from)), OnEOF: h.EOF, OnIdle: h.Idle}
+	reading := kafkaio.Reading{From: kafkaio.FromOffsetsOrEarliest(kafkaio.Offsets(from)), OnEOF: h.EOF, OnIdle: h.Idle, PrefetchBytes: k.prefetch}
 	return kafkaio.Read(ctx, k.kafka, reading, func(r *port.Record) error {
 		return h.Record(&lookup.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 	})

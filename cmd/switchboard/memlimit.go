@@ -5,67 +5,59 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/router/config"
 )
 
 // memoryBaseline is what an instance's Go runtime holds besides its byte
-// budgets: code, goroutines, the router's and the API's tables, codecs,
-// HTTP buffers. An idle 'serve' holds 42 MiB resident in all, librdkafka's
-// and pebble's memory included (BENCHMARKS.md).
-const memoryBaseline = 64 << 20
-
-// cWorkingSet is what librdkafka and the C allocator hold under load beyond
-// the prefetch and the lookup cache: the producers' copies of records until
-// they are acknowledged, and freed buffers the C allocator keeps. Measured:
-// with 1 MB intents flowing, 96 MiB of the resident set was outside Go's
-// heap against 32 MiB counted (BENCHMARKS.md, "Pending memory: what a
-// pending intent costs"); idle, about 30 MiB.
-const cWorkingSet = 64 << 20
-
-// streamQueuesCounted is how many WebSocket clients' full send queues the
-// derived limit makes room for: a client whose queue is full is dropped
-// (1013), so many full at once is rare; more than this pushes the heap past
-// the limit, which is soft.
-const streamQueuesCounted = 4
+// budgets (config.MemoryBaseline).
+const memoryBaseline = config.MemoryBaseline
 
 // memoryBudget is the soft memory limit 'serve' gives Go's runtime, and
-// what it was made of.
+// what it was made of (config.Memory).
 type memoryBudget struct {
 	limit                    int64
 	from                     string // "derived", "router.memory_limit_bytes" or "GOMEMLIMIT"
 	pending, results, stream int64
 	// outsideGo is what librdkafka and pebble allocate in C, which Go's
-	// limit does not see: the router consumer's prefetch bound, the lookup
-	// store's block cache and cWorkingSet. (Producers' unacknowledged
+	// limit does not see: the prefetch bounds of the router's consumer and
+	// (with a process budget) of the results reader, the lookup store's
+	// block cache and librdkafka's working set. (Producers' unacknowledged
 	// outputs, up to 128 MiB each while the broker is slow, can be more.)
 	outsideGo int64
+	// pollQueue, prefetch and feedPrefetch are the buffers outside the
+	// pending intents' budget that router.memory_limit_bytes scales (for
+	// the log).
+	pollQueue, prefetch, feedPrefetch int64
 	// process is router.memory_limit_bytes, the whole process's budget;
 	// 0 when the limit is derived.
 	process int64
+	// derived names the byte budgets derived from router.memory_limit_bytes
+	// because the file left them unset.
+	derived []string
 }
 
 // deriveMemoryLimit is the soft limit for a configuration: the Go-side byte
 // budgets (the pending intents, the API's result store, four WebSocket send
 // queues) plus memoryBaseline; or, when router.memory_limit_bytes is set,
 // that budget for the whole process less what librdkafka and pebble hold
-// outside Go (at least memoryBaseline).
+// outside Go. With the budget set, the configuration has derived the byte
+// budgets it left unset so that they fit, and refused explicit ones that
+// do not (router/config/memory.go), so the limit holds them all.
 func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
-	b := memoryBudget{from: "derived", pending: cfg.Router.MaxPendingBytes, results: cfg.HTTP.ResultsMaxBytes}
-	if b.results <= 0 {
-		b.results = api.DefaultResultsMaxBytes
+	m := cfg.Memory()
+	b := memoryBudget{
+		limit: m.GoLimit, from: "derived", pending: m.Pending, results: m.Results, stream: m.StreamQueues,
+		outsideGo: m.OutsideGo, pollQueue: m.PollQueue, prefetch: m.Prefetch, feedPrefetch: m.FeedPrefetch, derived: m.Derived,
 	}
-	b.stream = int64(apiCfg.SendQueueBytes)
-	if b.stream <= 0 {
-		b.stream = api.DefaultSendQueueBytes
+	if apiCfg.SendQueueBytes > 0 {
+		b.stream = int64(apiCfg.SendQueueBytes) * config.StreamQueuesCounted
 	}
-	b.stream *= streamQueuesCounted
-	b.outsideGo = 16<<20 + int64(cfg.HTTP.Lookup.CacheMB)<<20 + cWorkingSet
-	b.limit = b.pending + b.results + b.stream + memoryBaseline
-	if p := cfg.Router.MemoryLimitBytes; p > 0 {
-		b.process, b.from = p, "router.memory_limit_bytes"
-		b.limit = max(p-b.outsideGo, memoryBaseline)
+	if m.Process > 0 {
+		b.process, b.from = m.Process, "router.memory_limit_bytes"
+		b.limit = max(m.GoLimit, memoryBaseline)
 	}
 	return b
 }
@@ -114,13 +106,9 @@ func applyMemoryLimit(b memoryBudget, log *slog.Logger) (process int64) {
 		process = b.limit + b.outsideGo
 	}
 	debug.SetMemoryLimit(b.limit)
-	if need := b.pending + memoryBaseline; b.from != "derived" && b.limit < need {
-		log.Warn("the memory limit leaves the pending intents less than their budget: intake pauses when Go's live heap reaches 90% of the limit, before router.max_pending_bytes",
-			"limit_mib", b.limit>>20, "from", b.from, "pending_mib", b.pending>>20, "baseline_mib", memoryBaseline>>20,
-			"fix", "raise router.memory_limit_bytes or lower router.max_pending_bytes")
-	}
 	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from, "process_mib", b.process>>20,
 		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20, "baseline_mib", memoryBaseline>>20,
-		"outside_go_mib", b.outsideGo>>20, "process_budget_mib", process>>20, "resident_set_check", b.process > 0)
+		"outside_go_mib", b.outsideGo>>20, "poll_queue_mib", b.pollQueue>>20, "prefetch_mib", b.prefetch>>20, "feed_prefetch_mib", b.feedPrefetch>>20,
+		"process_budget_mib", process>>20, "resident_set_check", b.process > 0, "derived_from_budget", strings.Join(b.derived, ","))
 	return b.process
 }

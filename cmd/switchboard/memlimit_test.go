@@ -9,14 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/api"
 	"github.com/switchboard-mcp/switchboard/router/config"
 )
 
 // The derived limit is the Go-side byte budgets plus the baseline, follows
 // them when they change; router.memory_limit_bytes is the whole process's
 // budget, and Go gets it less what librdkafka and pebble hold outside Go
-// (the 16 MiB prefetch, the lookup cache and librdkafka's working set),
-// never less than the baseline.
+// (the prefetch bounds of the router's consumer and of the results reader,
+// a 32nd of the budget each, the lookup cache and librdkafka's working
+// set).
 func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 	const base = "agents: {a: {}}\nintents: {e: {agent: a}}\n"
 	for _, tc := range []struct {
@@ -26,9 +28,9 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 	}{
 		{base, (256 + 128 + 4*8 + 64) << 20, "derived"},
 		{base + "router: {max_pending_bytes: 67108864}\nhttp: {results_max_bytes: 16777216, websocket: {send_queue_bytes: 1048576}}\n", (64 + 16 + 4*1 + 64) << 20, "derived"},
-		{base + "router: {memory_limit_bytes: 314572800}\n", (300 - 16 - 16 - 64) << 20, "router.memory_limit_bytes"},
-		{base + "router: {memory_limit_bytes: 314572800}\nhttp: {lookup: {cache_mb: 8}}\n", (300 - 16 - 8 - 64) << 20, "router.memory_limit_bytes"},
-		{base + "router: {memory_limit_bytes: 67108864}\n", memoryBaseline, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 314572800}\n", 314572800 - 2*314572800/32 - 9<<20 - 64<<20, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 314572800}\nhttp: {lookup: {cache_mb: 8}}\n", 314572800 - 2*314572800/32 - 8<<20 - 64<<20, "router.memory_limit_bytes"},
+		{base + "router: {memory_limit_bytes: 1073741824}\n", (1024 - 16 - 16 - 16 - 64) << 20, "router.memory_limit_bytes"},
 	} {
 		cfg, err := config.Parse("sb.yaml", []byte(tc.yaml), nil)
 		if err != nil {
@@ -38,9 +40,17 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b := deriveMemoryLimit(cfg, apiCfg); b.limit != tc.want || b.from != tc.from {
+		b := deriveMemoryLimit(cfg, apiCfg)
+		if b.limit != tc.want || b.from != tc.from {
 			t.Errorf("%q: limit %d MiB from %s, want %d MiB from %s", tc.yaml, b.limit>>20, b.from, tc.want>>20, tc.from)
 		}
+		// With a process budget, everything fits inside it.
+		if b.process > 0 && (b.limit+b.outsideGo != b.process || b.pending+b.results+b.stream+memoryBaseline > b.limit) {
+			t.Errorf("%q: budgets do not fit: %+v", tc.yaml, b)
+		}
+	}
+	if api.DefaultResultsMaxBytes != config.DefaultResultsMaxBytes || api.DefaultSendQueueBytes != config.DefaultSendQueueBytes {
+		t.Fatal("the API's defaults and the configuration's copies of them differ")
 	}
 }
 
@@ -69,27 +79,6 @@ func TestMemoryLimitIsAppliedUnlessGOMEMLIMITIsSet(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "GOMEMLIMIT=1GiB") {
 		t.Fatalf("not logged: %s", out.String())
-	}
-}
-
-// A limit set below the pending budget plus the baseline is applied, and
-// said to be too low in a warning that names the key to change.
-func TestMemoryLimitBelowThePendingBudgetIsWarned(t *testing.T) {
-	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
-		t.Skip("GOMEMLIMIT is set: serve leaves the runtime's limit alone")
-	}
-	before := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	var out bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&out, nil))
-	applyMemoryLimit(memoryBudget{limit: 200 << 20, from: "router.memory_limit_bytes", pending: 256 << 20}, log)
-	if !strings.Contains(out.String(), "level=WARN") || !strings.Contains(out.String(), "router.memory_limit_bytes") {
-		t.Fatalf("no warning naming the key: %s", out.String())
-	}
-	out.Reset()
-	applyMemoryLimit(memoryBudget{limit: 400 << 20, from: "router.memory_limit_bytes", pending: 256 << 20}, log)
-	if strings.Contains(out.String(), "level=WARN") {
-		t.Fatalf("warned about a limit with room for the budget: %s", out.String())
 	}
 }
 

@@ -82,7 +82,7 @@ func (n *node) newRouter() error {
 	reg := prometheus.NewRegistry()
 	r, err := router.New(cfg, n.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
 		router.WithLogger(n.log.With("instance", parts.InstanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
-		router.WithTracerProvider(n.tracerProvider()), router.WithProcessMemory(n.processMemory))
+		router.WithTracerProvider(n.tracerProvider()), router.WithProcessMemory(n.processMemory), router.WithQueueBytes(cfg.Memory().PollQueue))
 	if err != nil {
 		_ = parts.Source.Close()
 		_ = parts.Sink.Close()
@@ -219,6 +219,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	}()
 	n.feed, err = newResultsFeed(n.kafka, codec, log, order, n.lookup, feedTopics{
 		Results: cfg.Topics.Results, Timeouts: cfg.Topics.Timeouts, Progress: cfg.Topics.Progress, Pending: cfg.Topics.Pending,
+		Prefetch: cfg.Memory().FeedPrefetch,
 	})
 	if err != nil {
 		return nil, err

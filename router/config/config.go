@@ -23,6 +23,9 @@ type Config struct {
 
 	file string     // where it was read from, for messages
 	root *yaml.Node // the parsed file, for the lines of later errors (ErrorAt)
+	// derived lists the byte budgets setMemoryDefaults derived from
+	// router.memory_limit_bytes (their keys), for serve's log.
+	derived []string
 }
 
 // Kafka is how Switchboard reaches the cluster.

@@ -227,6 +227,7 @@ func (c *Config) setDefaults() {
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
 	c.setHTTPDefaults()
+	c.setMemoryDefaults() // before the budgets' and the lookup store's: it derives theirs
 	c.setBudgetDefaults()
 	c.setLookupDefaults()
 	def(&c.Log.Level, "info")
@@ -389,6 +390,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	}
 	c.validatePressure(add)
 	c.validateBudget(add)
+	c.validateMemory(add)
 	c.validateContexts(add)
 	c.validateLookup(add)
 	c.validateProgress(add)

@@ -62,6 +62,10 @@ type Reading struct {
 	// OnIdle, if not nil, is called whenever no record came for 20 ms; its
 	// error ends Read.
 	OnIdle func() error
+	// PrefetchBytes, when positive, bounds what librdkafka prefetches
+	// (queued.max.messages.kbytes and fetch.max.bytes, unless
+	// kafka.properties sets them); 0: librdkafka's defaults (64 MiB queued).
+	PrefetchBytes int64
 }
 
 // From is where Read starts in each partition.
@@ -168,14 +172,7 @@ func Read(ctx context.Context, s Settings, r Reading, fn func(*port.Record) erro
 		}
 	}
 	bounded := r.To.kind != toForever
-	var extra kafka.ConfigMap
-	switch r.From.kind {
-	case fromOffsets:
-		extra = kafka.ConfigMap{"auto.offset.reset": "error"}
-	case fromOffsetsOrEarliest:
-		extra = kafka.ConfigMap{"auto.offset.reset": "earliest"}
-	}
-	c, err := newReader(s, "read", bounded || r.OnCaughtUp != nil || r.OnEOF != nil, extra)
+	c, err := newReader(s, "read", bounded || r.OnCaughtUp != nil || r.OnEOF != nil, r.readerSettings(s))
 	if err != nil {
 		return err
 	}
@@ -197,6 +194,23 @@ func Read(ctx context.Context, s Settings, r Reading, fn func(*port.Record) erro
 		return nil
 	}
 	return r.loop(ctx, c, p, fn)
+}
+
+// readerSettings are the settings of Read's consumer besides newReader's:
+// where a partition without a valid start offset begins, and the prefetch
+// bound.
+func (r Reading) readerSettings(s Settings) kafka.ConfigMap {
+	extra := kafka.ConfigMap{}
+	switch r.From.kind {
+	case fromOffsets:
+		extra["auto.offset.reset"] = "error"
+	case fromOffsetsOrEarliest:
+		extra["auto.offset.reset"] = "earliest"
+	}
+	if r.PrefetchBytes > 0 {
+		withPrefetch(s, extra, r.PrefetchBytes)
+	}
+	return extra
 }
 
 // consume is Read in a Group.

@@ -56,6 +56,31 @@ func TestRouterClientsBoundTheirBuffers(t *testing.T) {
 	if c["queued.max.messages.kbytes"] != 16<<10 || c["fetch.max.bytes"] != 16<<20 {
 		t.Fatalf("consumer buffers: %v", c)
 	}
+	// router.memory_limit_bytes scales them (config.Memory), for the
+	// router's consumer and for the reader that feeds the API.
+	c = sourceConfig(Settings{Bootstrap: "b:1"}, "g", SourceOptions{PrefetchBytes: 9 << 20})
+	if c["queued.max.messages.kbytes"] != 9<<10 || c["fetch.max.bytes"] != 9<<20 {
+		t.Fatalf("consumer buffers at 9 MiB: %v", c)
+	}
+	r := Reading{From: FromOffsetsOrEarliest(nil), PrefetchBytes: 9 << 20}.readerSettings(Settings{})
+	if r["queued.max.messages.kbytes"] != 9<<10 || r["fetch.max.bytes"] != 9<<20 || r["auto.offset.reset"] != "earliest" {
+		t.Fatalf("reader buffers at 9 MiB: %v", r)
+	}
+	big := Settings{Bootstrap: "127.0.0.1:1", Properties: map[string]string{"message.max.bytes": "20000000"}}
+	if r := (Reading{PrefetchBytes: 9 << 20}).readerSettings(big); r["fetch.max.bytes"] != 20000000 {
+		t.Fatalf("a reader's fetch.max.bytes below message.max.bytes: %v", r)
+	}
+	c2, err := newReader(big, "t", false, (Reading{PrefetchBytes: 4 << 20}).readerSettings(big))
+	if err != nil {
+		t.Fatalf("librdkafka refuses the reader's settings: %v", err)
+	}
+	_ = c2.Close()
+	if r := (Reading{}).readerSettings(Settings{}); len(r) != 0 {
+		t.Fatalf("a reader without a bound got settings: %v", r)
+	}
+	if r := (Reading{PrefetchBytes: 9 << 20}).readerSettings(Settings{Properties: map[string]string{"fetch.max.bytes": "1000000"}}); r["fetch.max.bytes"] != nil {
+		t.Fatalf("a reader overrode kafka.properties' fetch.max.bytes: %v", r)
+	}
 	mine := Settings{Bootstrap: "b:1", Properties: map[string]string{"queued.max.messages.kbytes": "1024", "queue.buffering.max.kbytes": "2048"}}
 	if _, set := sourceConfig(mine, "g", SourceOptions{})["queued.max.messages.kbytes"]; set {
 		t.Fatal("the router overrode kafka.properties' queued.max.messages.kbytes")

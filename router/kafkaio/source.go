@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/lag"
 	"github.com/switchboard-mcp/switchboard/router/port"
 )
@@ -39,6 +40,9 @@ type SourceOptions struct {
 	// StatsInterval, when positive, is how often the client reports its
 	// statistics (statistics.interval.ms), which OnConsumerStats hears of.
 	StatsInterval time.Duration
+	// PrefetchBytes bounds what librdkafka prefetches (prefetchBuffers);
+	// 0: 16 MiB.
+	PrefetchBytes int64
 }
 
 // NewSource joins groupID and subscribes to topics.
@@ -56,15 +60,29 @@ func NewSource(s Settings, groupID string, topics []string, o SourceOptions) (*S
 	return src, nil
 }
 
-// sourceBuffers bound what librdkafka prefetches for the router, unless
-// kafka.properties says otherwise: by default it queues up to 64 MiB
-// (queued.max.messages.kbytes) and fetches up to 50 MB at once
-// (fetch.max.bytes), which with records of 1 MiB is memory the pending
-// table's byte budget does not see. 16 MiB keeps a dozen such records ready
-// for the loop.
-var sourceBuffers = kafka.ConfigMap{
-	"queued.max.messages.kbytes": 16 << 10,
-	"fetch.max.bytes":            16 << 20,
+// prefetchBuffers bound what librdkafka prefetches for a consumer to n
+// bytes: by default it queues up to 64 MiB (queued.max.messages.kbytes) and
+// fetches up to 50 MB at once (fetch.max.bytes), which with records of
+// 1 MiB is memory no byte budget in Go sees. The router's consumer gets
+// 16 MiB (a dozen such records ready for the loop) unless
+// router.memory_limit_bytes scales it (config.Memory); kafka.properties
+// wins over both.
+func prefetchBuffers(n int64) kafka.ConfigMap {
+	return kafka.ConfigMap{"queued.max.messages.kbytes": int(max(n>>10, 1)), "fetch.max.bytes": int(n)}
+}
+
+// withPrefetch adds prefetchBuffers(n) to owned, except for the settings
+// kafka.properties sets; n is at least kafka.properties' message.max.bytes
+// (librdkafka refuses a fetch.max.bytes below it).
+func withPrefetch(s Settings, owned kafka.ConfigMap, n int64) {
+	if m, err := strconv.ParseInt(s.Properties["message.max.bytes"], 10, 64); err == nil && m > n {
+		n = m
+	}
+	for k, v := range prefetchBuffers(n) {
+		if _, set := s.Properties[k]; !set {
+			owned[k] = v
+		}
+	}
 }
 
 // sourceConfig is the router consumer's configuration (besides the
@@ -91,11 +109,11 @@ func sourceConfig(s Settings, groupID string, o SourceOptions) kafka.ConfigMap {
 		}
 		owned["statistics.interval.ms"] = ms
 	}
-	for k, v := range sourceBuffers {
-		if _, set := s.Properties[k]; !set {
-			owned[k] = v
-		}
+	prefetch := o.PrefetchBytes
+	if prefetch <= 0 {
+		prefetch = config.DefaultPrefetchBytes
 	}
+	withPrefetch(s, owned, prefetch)
 	return owned
 }
 

@@ -31,7 +31,7 @@ func RouterParts(ctx context.Context, s Settings, cfg *config.Config, codec *sch
 		instanceID = "r-" + tailID()
 	}
 	eos := cfg.Router.Delivery == config.ExactlyOnce
-	so := SourceOptions{Transactional: eos, StatsInterval: cfg.Router.LagInterval.D()}
+	so := SourceOptions{Transactional: eos, StatsInterval: cfg.Router.LagInterval.D(), PrefetchBytes: cfg.Memory().Prefetch}
 	if static {
 		so.InstanceID = instanceID
 	}
