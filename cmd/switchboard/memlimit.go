@@ -84,6 +84,9 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 // slows rather than spirals, and the heap grows past the limit as Go would
 // without one.
 func applyMemoryLimit(b memoryBudget, log *slog.Logger) (process int64) {
+	if b.process > 0 && boundCAllocator() {
+		log.Info("C allocator bounded for the process budget", "malloc_arena_max", 2, "malloc_mmap_threshold_kib", 128)
+	}
 	// The resident-set check holds the process to router.memory_limit_bytes
 	// only: the budget derived from the defaults (or GOMEMLIMIT) is logged,
 	// not enforced on the resident set. With the defaults the resident set
