@@ -38,3 +38,11 @@ func TestAPausedPartitionComesBackUnpausedApacheKafka(t *testing.T) {
 	}
 	testPausedPartitionComesBackUnpaused(t, bootstrap)
 }
+
+func TestRestoreWaitsForOpenTransactionsApacheKafka(t *testing.T) {
+	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
+	if bootstrap == "" {
+		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
+	}
+	testRestoreWaitsForOpenTransactions(t, bootstrap)
+}
