@@ -185,7 +185,7 @@ done
 # The summary: one row per system with results in $out (this run's and any
 # earlier run's into the same PEER_OUT: the "at" column says when each ran).
 echo
-printf '%-26s %-17s %8s' system at knee/s
+printf '%-34s %-17s %8s' system at knee/s
 IFS=, read -r -a eq <<<"$equal"
 for r in "${eq[@]}"; do
 	printf ' %10s %10s' "p50@$r" "p99@$r"
@@ -194,7 +194,8 @@ printf '   %s\n' "CPU µs per answered request at ${eq[-1]}/s (broker, system, g
 summary() {
 	local name=$1 file=$2
 	[[ -f $out/$file-stepup.txt && -f $out/$file-equal.txt ]] || return 0
-	printf '%-26s %-17s %8s' "$name" "$(date -u -r "$out/$file-equal.txt" '+%Y-%m-%d %H:%M')" "$(sed -n 's/^knee .*rate=\([0-9]*\).*/\1/p' "$out/$file-stepup.txt")"
+	printf '%-34s %-17s %8s' "$name" "$(date -u -r "$out/$file-equal.txt" '+%Y-%m-%d %H:%M')" \
+		"$(sed -n 's/^knee .*rate=\([0-9]*\) bound=lower.*/≥\1/p; t; s/^knee .*rate=\([0-9]*\).*/\1/p' "$out/$file-stepup.txt")"
 	for r in "${eq[@]}"; do
 		printf ' %10s %10s' \
 			"$(awk -v r="$r" '$1=="step" && $3=="rate="r {for(i=1;i<=NF;i++) if ($i ~ /^p50_ms=/) {sub("p50_ms=","",$i); print $i}}' "$out/$file-equal.txt")" \
@@ -206,4 +207,4 @@ summary "spring (2 hops)" spring
 for d in exactly_once at_least_once; do
 	summary "switchboard $d (4 hops)" "switchboard-$d"
 done
-echo "(latencies in ms as the generator observed them; raw step lines in $out)"
+echo "(latencies in ms as the generator observed them; ≥: every step held, the knee is above PEER_RATES' last; raw step lines in $out)"
