@@ -19,7 +19,11 @@
 #   PEER_STEP_SECONDS   seconds per step [10]
 #   PEER_MAX_P99_MS     a step holds while its p99 is at most this [500]
 #   PEER_EQUAL_RATES    fixed rates for the side-by-side latencies [200,1000]
-#   PEER_DELIVERIES     Switchboard's delivery guarantees to run [exactly_once at_least_once]
+#   PEER_SYSTEMS        what to run, in order: spring and Switchboard's delivery
+#                       guarantees [spring exactly_once at_least_once]; one at a time
+#                       into the same PEER_OUT splits a long run (the summary lists
+#                       every system with results there, with when each ran)
+#   PEER_DELIVERIES     (older name) Switchboard's guarantees, spring kept first
 #   PEER_HTTP_PORT      the port 'switchboard serve' listens on [18480]
 #   PEER_PARTITIONS     partitions of every topic [6]
 #   PEER_OUT            where the raw step lines go [deploy/bench/spring-peer/target/results]
@@ -33,7 +37,16 @@ rates=${PEER_RATES:-1000,2000,3000,4000,6000,8000,10000,12000,15000,20000,25000,
 step_s=${PEER_STEP_SECONDS:-10}
 max_p99=${PEER_MAX_P99_MS:-500}
 equal=${PEER_EQUAL_RATES:-200,1000}
-deliveries=${PEER_DELIVERIES:-exactly_once at_least_once}
+systems=${PEER_SYSTEMS:-spring ${PEER_DELIVERIES:-exactly_once at_least_once}}
+for s in $systems; do
+	case $s in
+	spring | exactly_once | at_least_once) ;;
+	*)
+		echo "peer-bench: PEER_SYSTEMS: unknown system \"$s\" (want spring, exactly_once, at_least_once)" >&2
+		exit 2
+		;;
+	esac
+done
 http_port=${PEER_HTTP_PORT:-18480}
 partitions=${PEER_PARTITIONS:-6}
 out=${PEER_OUT:-$peer/target/results}
@@ -63,7 +76,7 @@ if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
 	deploy/kafka/kafka.sh up >/dev/null
 	KAFKA_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
 fi
-echo "peer-bench: broker $KAFKA_BOOTSTRAP; step-up $rates (${step_s}s steps, p99 ≤ ${max_p99} ms); equal rates $equal"
+echo "peer-bench: $systems on broker $KAFKA_BOOTSTRAP; step-up $rates (${step_s}s steps, p99 ≤ ${max_p99} ms); equal rates $equal"
 
 # The broker's pid, for its CPU: the process listening on the bootstrap port.
 port=${KAFKA_BOOTSTRAP##*:}
@@ -161,14 +174,18 @@ run_switchboard() {
 	stop "$serve"
 }
 
-run_spring
-for d in $deliveries; do
-	run_switchboard "$d"
+for s in $systems; do
+	if [[ $s == spring ]]; then
+		run_spring
+	else
+		run_switchboard "$s"
+	fi
 done
 
-# The summary: one row per system.
+# The summary: one row per system with results in $out (this run's and any
+# earlier run's into the same PEER_OUT: the "at" column says when each ran).
 echo
-printf '%-26s %8s' system knee/s
+printf '%-34s %-17s %8s' system at knee/s
 IFS=, read -r -a eq <<<"$equal"
 for r in "${eq[@]}"; do
 	printf ' %10s %10s' "p50@$r" "p99@$r"
@@ -176,7 +193,9 @@ done
 printf '   %s\n' "CPU µs per answered request at ${eq[-1]}/s (broker, system, generator)"
 summary() {
 	local name=$1 file=$2
-	printf '%-26s %8s' "$name" "$(sed -n 's/^knee .*rate=\([0-9]*\).*/\1/p' "$out/$file-stepup.txt")"
+	[[ -f $out/$file-stepup.txt && -f $out/$file-equal.txt ]] || return 0
+	printf '%-34s %-17s %8s' "$name" "$(date -u -r "$out/$file-equal.txt" '+%Y-%m-%d %H:%M')" \
+		"$(sed -n 's/^knee .*rate=\([0-9]*\) bound=lower.*/≥\1/p; t; s/^knee .*rate=\([0-9]*\).*/\1/p' "$out/$file-stepup.txt")"
 	for r in "${eq[@]}"; do
 		printf ' %10s %10s' \
 			"$(awk -v r="$r" '$1=="step" && $3=="rate="r {for(i=1;i<=NF;i++) if ($i ~ /^p50_ms=/) {sub("p50_ms=","",$i); print $i}}' "$out/$file-equal.txt")" \
@@ -185,7 +204,7 @@ summary() {
 	printf '   %s\n' "$(awk -v r="${eq[-1]}" '$1=="step" && $3=="rate="r {s=""; for(i=1;i<=NF;i++) if ($i ~ /^cpu_us\./) {sub("cpu_us.","",$i); s=s" "$i}; print s}' "$out/$file-equal.txt")"
 }
 summary "spring (2 hops)" spring
-for d in $deliveries; do
+for d in exactly_once at_least_once; do
 	summary "switchboard $d (4 hops)" "switchboard-$d"
 done
-echo "(latencies in ms as the generator observed them; raw step lines in $out)"
+echo "(latencies in ms as the generator observed them; ≥: every step held, the knee is above PEER_RATES' last; raw step lines in $out)"

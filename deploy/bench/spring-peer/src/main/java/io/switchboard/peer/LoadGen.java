@@ -61,7 +61,8 @@ import org.springframework.kafka.requestreply.RequestReplyFuture;
  *
  * <p>Output, one line per step: {@code step mode=... rate=... sent=...
  * answered=... p50_ms=... p99_ms=... held=yes|no cpu_us.NAME=...}, then
- * {@code knee mode=... rate=...} with --step-up.
+ * {@code knee mode=... rate=...} with --step-up, ending in {@code bound=lower}
+ * when every step held (the knee is above the highest rate offered).
  */
 public final class LoadGen {
     private final Map<String, String> opt;
@@ -133,6 +134,7 @@ public final class LoadGen {
             seq = offer(d, seq, 100, 1);
             waitAnswers(0, seq, 10_000);
             double knee = 0;
+            boolean stopped = false; // a step did not hold (else the knee is only a lower bound)
             for (double rate : rates) {
                 Map<String, Long> cpu0 = cpuTicks(cpuPids);
                 long from = seq;
@@ -158,12 +160,13 @@ public final class LoadGen {
                 System.out.println(line);
                 System.out.flush();
                 if (stepUp && !held) {
+                    stopped = true;
                     break;
                 }
                 knee = held ? rate : knee;
             }
             if (stepUp) {
-                System.out.printf("knee mode=%s rate=%.0f%n", mode, knee);
+                System.out.printf("knee mode=%s rate=%.0f%s%n", mode, knee, stopped ? "" : " bound=lower");
             }
         }
     }
