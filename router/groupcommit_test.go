@@ -42,19 +42,20 @@ func startGroupCommit(t *testing.T) (*harness, *clockwork.FakeClock) {
 }
 
 // An idle router commits a transaction as soon as it holds outputs: the
-// dispatch and then the result become visible with neither clock moving,
-// each in a transaction of its own.
+// pending state and then the result become visible with neither clock
+// moving, each in a transaction of its own (the dispatch goes out at once,
+// outside the first).
 func TestGroupCommitIdleCommitsAtOnce(t *testing.T) {
 	h, _ := startGroupCommit(t)
 	h.request("g-1", "echo", `{}`)
-	h.wait(echoTopic, 1) // visible only once its transaction committed
+	h.wait(pendingT, 1) // visible only once its transaction committed
 	h.answer("g-1", "echo", `{"ok":true}`)
 	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
 		t.Fatalf("outcome %s", res.Outcome)
 	}
-	// Dispatch + pending state; result + resolved state.
-	if got := h.tx.Batches(); len(got) != 2 || got[0] != 2 || got[1] != 2 {
-		t.Fatalf("committed transactions held %v outputs, want [2 2]", got)
+	// Pending state; result + resolved state.
+	if got := h.tx.Batches(); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("committed transactions held %v outputs, want [1 2]", got)
 	}
 	waitCounter(h, "switchboard_transaction_outputs", 2)
 	if got := h.counter("switchboard_transactions_total", "result", "committed"); got != 2 {
@@ -84,17 +85,20 @@ func TestGroupCommitBatchesWhileACommitIsInFlight(t *testing.T) {
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.sink.Count(echoTopic); got != 0 {
-		t.Fatalf("%d dispatches visible before the first commit finished", got)
+	// Only g-0 was handled: its dispatch went out at once, its pending
+	// state waits for the commit.
+	if got, pend := h.sink.Count(echoTopic), h.sink.Count(pendingT); got != 1 || pend != 0 {
+		t.Fatalf("%d dispatches and %d pending records visible before the first commit finished, want 1 and 0", got, pend)
 	}
 	h.tx.UnblockCommits()
-	h.wait(echoTopic, queued+1)
+	h.wait(pendingT, queued+1)
 
 	b := h.tx.Batches()
-	// The first transaction holds g-0; the next one what queued behind it
-	// (the poll goroutine may still have held the last record: one more).
-	if len(b) < 2 || len(b) > 3 || b[0] != 2 || b[1] < 2*(queued-1) {
-		t.Fatalf("committed transactions held %v outputs, want [2 ≥%d] and at most one more", b, 2*(queued-1))
+	// The first transaction holds g-0's pending state; the next one what
+	// queued behind it (the poll goroutine may still have held the last
+	// record: one more).
+	if len(b) < 2 || len(b) > 3 || b[0] != 1 || b[1] < queued-1 {
+		t.Fatalf("committed transactions held %v outputs, want [1 ≥%d] and at most one more", b, queued-1)
 	}
 	if got := h.tx.MaxConcurrentCommits(); got != 1 {
 		t.Fatalf("%d commits ran at once, want 1", got)
