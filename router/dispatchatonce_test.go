@@ -14,51 +14,54 @@ import (
 // to its agent outside the transaction, and the transaction that holds the
 // intent's pending state commits only once the dispatch is acknowledged.
 
-// The agent sees the dispatch while the transaction that holds the intent's
-// pending state has not committed.
+// The agent sees the dispatch while the transaction that holds the
+// intent's pending state is open; that transaction, holding pending state
+// only, is not committed at once, so the answer resolves the intent in the
+// same transaction.
 func TestDispatchVisibleBeforeItsTransactionCommits(t *testing.T) {
 	h, _ := startGroupCommit(t)
-	blocked := h.tx.BlockCommits()
-	t.Cleanup(h.tx.UnblockCommits) // before the router's stop, which commits
 	h.request("n-1", "echo", `{}`)
-	select {
-	case <-blocked:
-	case <-h.ctx.Done():
-		t.Fatal("the intent's transaction was never committed")
-	}
 	d := h.wait(echoTopic, 1)
 	if string(d.Key) != "n-1" {
 		t.Fatalf("dispatch keyed %q", d.Key)
 	}
 	if c, _, _ := h.tx.Counts(); c != 0 || h.sink.Count(pendingT) != 0 {
-		t.Fatalf("%d commits and %d pending records while the commit is blocked", c, h.sink.Count(pendingT))
+		t.Fatalf("%d commits and %d pending records once the dispatch is visible, want 0 and 0", c, h.sink.Count(pendingT))
 	}
 	if got := h.tx.AtOnce(); got != 1 {
 		t.Fatalf("%d outputs sent outside the transaction, want 1 (the dispatch)", got)
 	}
-	h.tx.UnblockCommits()
-	h.wait(pendingT, 1)
+	h.answer("n-1", "echo", `{"ok":true}`)
+	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
+		t.Fatalf("outcome %s", res.Outcome)
+	}
+	// Pending state, result and resolved state in one transaction.
+	if got := h.tx.Batches(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("committed transactions held %v outputs, want [3]", got)
+	}
 }
 
 // A commit waits for the broker to acknowledge the dispatches sent since
-// the last commit: until then the intent's pending state and the request's
-// offset stay uncommitted.
+// the last commit: until then the intent's pending state, its result and
+// the records' offsets stay uncommitted.
 func TestCommitWaitsForAnUnackedDispatch(t *testing.T) {
 	h, commits := startGroupCommit(t)
 	h.sink.Hold()
+	t.Cleanup(h.sink.Release) // before the router's stop, which commits
 	h.request("w-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
+	h.answer("w-1", "echo", `{"ok":true}`) // a result: committed at once
 	// The commit waits on the commit clock (its bound): the ticker and that
 	// timer are its two waiters.
 	if err := commits.BlockUntilContext(h.ctx, 2); err != nil {
 		t.Fatalf("the commit never waited for the dispatch's acknowledgement: %v", err)
 	}
 	reqTP := port.TopicPartition{Topic: requests}
-	if c, _, _ := h.tx.Counts(); c != 0 || h.sink.Count(pendingT) != 0 || h.src.Stored(reqTP) != -1 {
-		t.Fatalf("%d commits, %d pending records, requests offset %d before the dispatch was acknowledged", c, h.sink.Count(pendingT), h.src.Stored(reqTP))
+	if c, _, _ := h.tx.Counts(); c != 0 || h.sink.Count(results) != 0 || h.src.Stored(reqTP) != -1 {
+		t.Fatalf("%d commits, %d results, requests offset %d before the dispatch was acknowledged", c, h.sink.Count(results), h.src.Stored(reqTP))
 	}
 	h.sink.Release()
-	h.wait(pendingT, 1)
+	h.result(1)
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(reqTP) == 1 }); err != nil {
 		t.Fatalf("the request's offset was not committed after the acknowledgement: %v", err)
 	}
@@ -71,6 +74,8 @@ func TestUnackedDispatchTimesOutAndIsRedone(t *testing.T) {
 	h, commits := startGroupCommit(t)
 	h.sink.Hold()
 	h.request("u-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	commits.Advance(10 * time.Second) // commit_interval: the commit starts, and waits
 	if err := commits.BlockUntilContext(h.ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +89,9 @@ func TestUnackedDispatchTimesOutAndIsRedone(t *testing.T) {
 	h.sink.Release() // the late acknowledgement belongs to the dropped work
 	h.offset[requests] = 0
 	h.request("u-1", "echo", `{}`)
-	h.wait(pendingT, 1)
+	h.wait(echoTopic, 2)
+	h.answer("u-1", "echo", `{"ok":true}`)
+	h.result(1)
 	if n := h.sink.Count(echoTopic); n != 2 {
 		t.Fatalf("%d dispatches, want 2 (the first, then the redo's)", n)
 	}
@@ -105,7 +112,7 @@ func TestFailedDispatchAbortsAndRedoes(t *testing.T) {
 	h.sink.FailTopic(echoTopic, nil)
 	h.offset[requests] = 0
 	h.request("f-1", "echo", `{}`)
-	h.wait(pendingT, 1)
+	h.wait(echoTopic, 2)
 	h.answer("f-1", "echo", `{"ok":true}`)
 	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
 		t.Fatalf("outcome %s", res.Outcome)
@@ -124,7 +131,7 @@ func TestFailedDispatchAbortsAndRedoes(t *testing.T) {
 func TestResultsCommitWithTheirOffsets(t *testing.T) {
 	h, _ := startGroupCommit(t)
 	h.request("r-1", "echo", `{}`)
-	h.wait(pendingT, 1)
+	h.wait(echoTopic, 1)
 	blocked := h.tx.BlockCommits()
 	t.Cleanup(h.tx.UnblockCommits)
 	h.answer("r-1", "echo", `{"ok":true}`)

@@ -34,6 +34,13 @@ type exactlyOnce struct {
 	txBytes    int64                         // the bytes of the open transaction's outputs
 	dirty      bool                          // positions moved since the last commit
 	lastCommit int64
+	txOpenedMs int64 // when the open transaction was opened (router clock)
+	// urgent: the open transaction holds an output a reader waits for
+	// (anything but pending-changelog records): group commit commits it
+	// at once. Pending-state records alone wait up to commit_interval, so
+	// that an answer arriving meanwhile resolves its intent in the same
+	// transaction, and the loop is not blocked in a commit when it does.
+	urgent bool
 	// What the open transaction holds, for the batch-size histograms:
 	// records consumed and outputs produced since the last commit.
 	txRecords, txOutputs int
@@ -98,6 +105,9 @@ func (d *exactlyOnce) produce(o *port.Output, _ *track) {
 	}
 	if err := d.tx.Produce(o, nil); err != nil {
 		d.txFailed(err)
+	}
+	if o.Topic != d.r.cfg.Topics.Pending {
+		d.urgent = true
 	}
 	d.txBytes += int64(len(o.Key) + len(o.Value))
 	d.txOutputs++
@@ -175,10 +185,18 @@ func (d *exactlyOnce) commitTicks() (<-chan time.Time, func()) {
 	return t.Chan(), t.Stop
 }
 
-// tick commits when commit_interval has passed since the last commit (and no
-// commit clock paces commits).
+// tick commits when commit_interval has passed since the open transaction
+// was opened, or, with none open, since the last commit (and no commit
+// clock paces commits).
 func (d *exactlyOnce) tick(nowMs int64) {
-	if d.r.opts.commitClock == nil && nowMs-d.lastCommit >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
+	if d.r.opts.commitClock != nil {
+		return
+	}
+	since := d.lastCommit
+	if d.txOpen {
+		since = d.txOpenedMs
+	}
+	if nowMs-since >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
 		d.commit()
 	}
 }
@@ -217,15 +235,20 @@ func (d *exactlyOnce) finish() {
 }
 
 // groupCommit commits the open transaction (exactly_once) as soon as it
-// holds outputs. The loop is the only committer and a commit blocks it, so
-// one commit is in flight at a time; what arrives meanwhile queues up and
-// goes into the next transaction, taken whole by the next wake-up. Batches
-// thus grow with the load, and an idle router commits each event at once
-// instead of waiting for a commit_interval tick. A transaction that only
-// moved positions (records that caused nothing) waits for commit_interval,
-// which bounds how long any work stays uncommitted.
+// holds an output a reader waits for: a result, a timeout event, progress,
+// a dead letter, a moved record. The loop is the only committer and a
+// commit blocks it, so one commit is in flight at a time; what arrives
+// meanwhile queues up and goes into the next transaction, taken whole by
+// the next wake-up. Batches thus grow with the load, and an idle router
+// commits each such event at once instead of waiting for a commit_interval
+// tick. A transaction that holds only pending-state records (an intent
+// dispatched at once: nobody reads its changelog record but a takeover)
+// or only moved positions (records that caused nothing) waits for
+// commit_interval, which bounds how long any work stays uncommitted: the
+// loop stays free to pair the answer, which then commits with its
+// intent's pending state in one transaction.
 func (d *exactlyOnce) groupCommit() {
-	if d.txOpen && !d.dropping {
+	if d.txOpen && d.urgent && !d.dropping {
 		d.commit()
 	}
 }
@@ -236,7 +259,7 @@ func (d *exactlyOnce) open() error {
 	if err := d.tx.Begin(); err != nil {
 		return err
 	}
-	d.txOpen = true
+	d.txOpen, d.txOpenedMs = true, d.r.opts.clock.Now().UnixMilli()
 	reg, ok := d.tx.(port.TxRegistrar)
 	if !ok {
 		return nil
@@ -321,7 +344,7 @@ func (d *exactlyOnce) commit() {
 		d.txFailed(err)
 		return
 	}
-	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.r.engine.resolved.commit()
 	d.r.m.committed.Inc()
 	d.r.m.commitSeconds.Observe(d.r.opts.clock.Since(now).Seconds())
@@ -383,7 +406,7 @@ func (d *exactlyOnce) dropWork(fatal bool) {
 			d.r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
 		}
 	}
-	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.txRecords, d.txOutputs = 0, 0
 	d.sent = &atOnce{} // what is still in flight belongs to the dropped work
 	d.r.engine.resolved.rollback()
