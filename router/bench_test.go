@@ -54,6 +54,18 @@ func (k *countingSink) Produce(o *port.Output, opaque any) error {
 	return nil
 }
 
+// ProduceAtOnce implements port.TxSink: counted and acknowledged at once.
+func (k *countingSink) ProduceAtOnce(o *port.Output, opaque any) error {
+	k.mu.Lock()
+	k.counts[o.Topic]++
+	if k.counts[o.Topic] == k.want[o.Topic] {
+		k.done <- o.Topic
+	}
+	k.mu.Unlock()
+	k.acks <- port.Ack{Opaque: opaque}
+	return nil
+}
+
 func (k *countingSink) Acks() <-chan port.Ack { return k.acks }
 func (k *countingSink) Close() error          { return nil }
 func (k *countingSink) Begin() error          { return nil }

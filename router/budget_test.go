@@ -158,40 +158,30 @@ func TestPollQueueIsBoundedByBytes(t *testing.T) {
 }
 
 // An exactly_once transaction is bounded by bytes: a backlog of large
-// intents, taken in one wake-up (group commit), is committed after every
-// 16 MiB of outputs rather than as one transaction, so that no transaction
-// holds hundreds of MB (whose flush on a loaded host outlived
+// intents, taken in one wake-up (group commit) or, holding only pending
+// state, left open for commit_interval, is committed after every 16 MiB of
+// outputs rather than as one transaction, so that no transaction holds
+// hundreds of MB (whose flush on a loaded host outlived
 // transaction.timeout.ms and had the producer fenced).
 func TestLargeTransactionsCommitEarly(t *testing.T) {
 	// A bound of 1 MiB and intents of 100 KB keep the test quick under -race.
 	defer router.SetMaxTxBytes(1 << 20)()
 	payload := `{"blob":"` + strings.Repeat("x", 100_000) + `"}`
-	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "exactly_once", router.WithCommitClock(clockwork.NewFakeClock()))
-	blocked := h.tx.BlockCommits()
-	t.Cleanup(h.tx.UnblockCommits) // before the router's stop, which commits
-	h.request("big-0", "echo", payload)
-	select {
-	case <-blocked:
-	case <-h.ctx.Done():
-		t.Fatal("the first intent's transaction was never committed")
-	}
+	commits := clockwork.NewFakeClock()
+	h := start(t, strings.Replace(testConfig, "max_pending: 3", "max_pending: 100", 1), "exactly_once", router.WithCommitClock(commits))
 	const queued = 12
 	for i := 1; i <= queued; i++ {
 		h.request(fmt.Sprintf("big-%d", i), "echo", payload)
 	}
-	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
-		t.Fatal(err)
-	}
-	h.tx.UnblockCommits()
-	h.wait(echoTopic, queued+1)
-	// About 200 KB of outputs per intent (a dispatch and a changelog
-	// record): the sixth of a transaction passes 1 MiB and commits it, so
-	// no transaction holds more than 12 outputs; without the bound the
-	// backlog is one transaction of 24.
+	// About 200 KB of outputs per intent (a dispatch, sent at once but
+	// waited for by the commit, and a changelog record in the transaction):
+	// the sixth of a transaction passes 1 MiB and commits it; the commit
+	// clock, which never moves here, commits nothing.
+	h.wait(pendingT, queued)
 	b := h.tx.Batches()
 	for _, n := range b {
-		if n > 12 {
-			t.Fatalf("committed transactions held %v outputs: one past 1 MiB (12)", b)
+		if n > 6 {
+			t.Fatalf("committed transactions held %v outputs: one past 1 MiB (6)", b)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (e *engine) cancel(c intents.Cancel, nowMs int64, t *track) {
 			return
 		}
 		h := append(p.headers(), port.Header{Key: intents.HeaderControl, Value: []byte(intents.ControlCancel)})
-		e.emit(&port.Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t)
+		e.toAgent(&port.Output{Topic: p.agent.topic, Key: []byte(p.id), Value: value, Headers: h}, t)
 	}
 	msg := c.Reason
 	if msg == "" {

@@ -27,6 +27,13 @@ type delivery interface {
 	// produce hands an output caused by the record of t (nil: by no record)
 	// to Kafka. It is the engine's emit.
 	produce(o *port.Output, t *track)
+	// dispatch hands an output bound for an agent's topic (an intent's
+	// request, its retries, a cancel notice) to Kafka. exactly_once sends
+	// it at once, outside the transaction, and commits no transaction
+	// before the broker has acknowledged it; at_least_once as produce.
+	dispatch(o *port.Output, t *track)
+	// acks is where the Sink reports deliveries.
+	acks() <-chan port.Ack
 	// ack takes the Sink's report of one output's delivery.
 	ack(a port.Ack)
 	// commitTicks returns what paces commits besides the loop's tick (nil:

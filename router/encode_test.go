@@ -184,6 +184,7 @@ func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs i
 	}
 	outs := new([]*port.Output)
 	e.emit = func(o *port.Output, _ *track) { *outs = append(*outs, o) }
+	e.toAgent = e.emit
 	e.failed = func(error) {}
 	e.owns = func(int32) bool { return true }
 	return e, codec, outs

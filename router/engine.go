@@ -111,6 +111,7 @@ type engine struct {
 	m          *metrics
 	log        *slog.Logger
 	emit       emitFunc
+	toAgent    emitFunc // what goes to an agent's topic: dispatches (retries too) and cancel notices
 	failed     func(error)
 	owns       func(partition int32) bool // whether this instance owns a requests partition
 	contexts   ContextLookup              // nil: none
@@ -332,7 +333,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.emit(e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
+	e.toAgent(e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {

@@ -14,6 +14,18 @@ import (
 // (group commit, opening, committing and dropping transactions). A failed
 // transaction drops the work since the last commit and rewinds the poll
 // goroutine to the committed offsets. See delivery in docs/ARCHITECTURE.md.
+//
+// Dispatches (what goes to an agent's topic) are the exception: they go out
+// at once, outside the transaction (TxSink.ProduceAtOnce), so that the agent
+// reads them without waiting for the commit and its markers. The promise is
+// about results (one per intent), which stay transactional; an agent may
+// see an intent twice anyway (at_least_once, its own restarts). What keeps
+// a committed intent from having lost its dispatch: no transaction commits
+// before every dispatch sent since the last commit is acknowledged, and a
+// failed one fails the transaction (abort, redo from the last commit, which
+// dispatches again). A dispatch of work that is then dropped (an abort, a
+// crash before the commit, a fenced zombie) has reached the agent anyway: a
+// duplicate, whose answer pairs with the redone intent or is ignored.
 type exactlyOnce struct {
 	r          *Router
 	tx         port.TxSink
@@ -22,6 +34,13 @@ type exactlyOnce struct {
 	txBytes    int64                         // the bytes of the open transaction's outputs
 	dirty      bool                          // positions moved since the last commit
 	lastCommit int64
+	txOpenedMs int64 // when the open transaction was opened (router clock)
+	// urgent: the open transaction holds an output a reader waits for
+	// (anything but pending-changelog records): group commit commits it
+	// at once. Pending-state records alone wait up to commit_interval, so
+	// that an answer arriving meanwhile resolves its intent in the same
+	// transaction, and the loop is not blocked in a commit when it does.
+	urgent bool
 	// What the open transaction holds, for the batch-size histograms:
 	// records consumed and outputs produced since the last commit.
 	txRecords, txOutputs int
@@ -30,7 +49,20 @@ type exactlyOnce struct {
 	// whatever the event did after the failure) is dropped once the event is
 	// handled (see settle). dropFatal: the failure needs a new producer.
 	needDrop, dropFatal bool
+	// sent counts the dispatches sent at once in this generation that the
+	// broker has not acknowledged yet; dropWork starts a new generation.
+	sent *atOnce
 }
+
+// atOnce is one generation of dispatches sent at once: the work since the
+// last commit, until it commits or is dropped. It is those dispatches'
+// delivery opaque, so an acknowledgement of a dropped generation's dispatch
+// (sent before an abort) is told apart and changes nothing.
+type atOnce struct{ unacked int }
+
+// dispatchTimeout bounds a commit's wait for the acknowledgements of the
+// dispatches sent at once: past it the transaction fails and is redone.
+const dispatchTimeout = 15 * time.Second
 
 var _ delivery = (*exactlyOnce)(nil)
 
@@ -38,7 +70,7 @@ var _ delivery = (*exactlyOnce)(nil)
 // adds until a commit, so that an abort can forget it.
 func newExactlyOnce(r *Router, tx port.TxSink) *exactlyOnce {
 	r.engine.resolved.undo = true
-	return &exactlyOnce{r: r, tx: tx, positions: map[port.TopicPartition]int64{}}
+	return &exactlyOnce{r: r, tx: tx, positions: map[port.TopicPartition]int64{}, sent: &atOnce{}}
 }
 
 func (d *exactlyOnce) discarding() bool { return d.dropping }
@@ -74,15 +106,73 @@ func (d *exactlyOnce) produce(o *port.Output, _ *track) {
 	if err := d.tx.Produce(o, nil); err != nil {
 		d.txFailed(err)
 	}
+	if o.Topic != d.r.cfg.Topics.Pending {
+		d.urgent = true
+	}
 	d.txBytes += int64(len(o.Key) + len(o.Value))
 	d.txOutputs++
 }
 
-// ack counts a failed delivery: the commit will fail and redo the work.
-func (d *exactlyOnce) ack(a port.Ack) {
-	if a.Err != nil {
-		d.r.m.deliveryFailed.Inc()
+// dispatch sends o at once, outside the transaction (see exactlyOnce). Its
+// bytes count towards maxTxBytes: a commit waits for them too.
+func (d *exactlyOnce) dispatch(o *port.Output, _ *track) {
+	if d.dropping {
+		return // the transaction failed: this work is redone after the rewind
 	}
+	if err := d.tx.ProduceAtOnce(o, d.sent); err != nil {
+		d.txFailed(err)
+		return
+	}
+	d.sent.unacked++
+	d.txBytes += int64(len(o.Key) + len(o.Value))
+}
+
+func (d *exactlyOnce) acks() <-chan port.Ack { return d.tx.Acks() }
+
+// ack takes the acknowledgement of a dispatch sent at once: a failed one of
+// the current generation fails the transaction, which is then redone (the
+// loop settles after an ack). Other failures are counted only: a failed
+// transactional output fails its commit.
+func (d *exactlyOnce) ack(a port.Ack) {
+	s, ok := a.Opaque.(*atOnce)
+	if ok {
+		s.unacked--
+	}
+	if a.Err == nil {
+		return
+	}
+	d.r.m.deliveryFailed.Inc()
+	if ok && s == d.sent && !d.dropping {
+		d.txFailed(fmt.Errorf("router: a dispatch sent at once was not delivered: %w", a.Err))
+	}
+}
+
+// awaitDispatches waits until the broker has acknowledged every dispatch
+// sent at once in this generation, so that no transaction commits an
+// intent whose dispatch is lost. It reports false when the transaction
+// failed meanwhile (a dispatch failed, or none came back in
+// dispatchTimeout, on the commit clock).
+func (d *exactlyOnce) awaitDispatches() bool {
+	if d.sent.unacked > 0 && !d.needDrop {
+		clock := d.r.opts.clock
+		if d.r.opts.commitClock != nil {
+			clock = d.r.opts.commitClock
+		}
+		start := clock.Now()
+		timer := clock.NewTimer(dispatchTimeout)
+		acks := d.tx.Acks()
+		for d.sent.unacked > 0 && !d.needDrop {
+			select {
+			case a := <-acks:
+				d.ack(a)
+			case <-timer.Chan():
+				d.txFailed(fmt.Errorf("router: %d dispatches sent at once not acknowledged within %v", d.sent.unacked, dispatchTimeout))
+			}
+		}
+		timer.Stop()
+		d.r.m.dispatchWait.Observe(clock.Since(start).Seconds())
+	}
+	return !d.needDrop
 }
 
 // commitTicks: with WithCommitClock, commits are paced by that clock rather
@@ -95,10 +185,18 @@ func (d *exactlyOnce) commitTicks() (<-chan time.Time, func()) {
 	return t.Chan(), t.Stop
 }
 
-// tick commits when commit_interval has passed since the last commit (and no
-// commit clock paces commits).
+// tick commits when commit_interval has passed since the open transaction
+// was opened, or, with none open, since the last commit (and no commit
+// clock paces commits).
 func (d *exactlyOnce) tick(nowMs int64) {
-	if d.r.opts.commitClock == nil && nowMs-d.lastCommit >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
+	if d.r.opts.commitClock != nil {
+		return
+	}
+	since := d.lastCommit
+	if d.txOpen {
+		since = d.txOpenedMs
+	}
+	if nowMs-since >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
 		d.commit()
 	}
 }
@@ -137,15 +235,20 @@ func (d *exactlyOnce) finish() {
 }
 
 // groupCommit commits the open transaction (exactly_once) as soon as it
-// holds outputs. The loop is the only committer and a commit blocks it, so
-// one commit is in flight at a time; what arrives meanwhile queues up and
-// goes into the next transaction, taken whole by the next wake-up. Batches
-// thus grow with the load, and an idle router commits each event at once
-// instead of waiting for a commit_interval tick. A transaction that only
-// moved positions (records that caused nothing) waits for commit_interval,
-// which bounds how long any work stays uncommitted.
+// holds an output a reader waits for: a result, a timeout event, progress,
+// a dead letter, a moved record. The loop is the only committer and a
+// commit blocks it, so one commit is in flight at a time; what arrives
+// meanwhile queues up and goes into the next transaction, taken whole by
+// the next wake-up. Batches thus grow with the load, and an idle router
+// commits each such event at once instead of waiting for a commit_interval
+// tick. A transaction that holds only pending-state records (an intent
+// dispatched at once: nobody reads its changelog record but a takeover)
+// or only moved positions (records that caused nothing) waits for
+// commit_interval, which bounds how long any work stays uncommitted: the
+// loop stays free to pair the answer, which then commits with its
+// intent's pending state in one transaction.
 func (d *exactlyOnce) groupCommit() {
-	if d.txOpen && !d.dropping {
+	if d.txOpen && d.urgent && !d.dropping {
 		d.commit()
 	}
 }
@@ -156,7 +259,7 @@ func (d *exactlyOnce) open() error {
 	if err := d.tx.Begin(); err != nil {
 		return err
 	}
-	d.txOpen = true
+	d.txOpen, d.txOpenedMs = true, d.r.opts.clock.Now().UnixMilli()
 	reg, ok := d.tx.(port.TxRegistrar)
 	if !ok {
 		return nil
@@ -199,6 +302,9 @@ func (d *exactlyOnce) commit() {
 	if !d.txOpen && !d.dirty {
 		return
 	}
+	if !d.awaitDispatches() {
+		return // the deferred settle drops the work
+	}
 	if d.r.src.AssignmentLost() {
 		// The group has moved on without this member (session timeout,
 		// fencing): a commit now might not be fenced, and another member may
@@ -238,7 +344,7 @@ func (d *exactlyOnce) commit() {
 		d.txFailed(err)
 		return
 	}
-	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.r.engine.resolved.commit()
 	d.r.m.committed.Inc()
 	d.r.m.commitSeconds.Observe(d.r.opts.clock.Since(now).Seconds())
@@ -300,8 +406,9 @@ func (d *exactlyOnce) dropWork(fatal bool) {
 			d.r.fail(fmt.Errorf("router: replacing the transactional producer: %w", err))
 		}
 	}
-	d.txOpen, d.dirty, d.txBytes = false, false, 0
+	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.txRecords, d.txOutputs = 0, 0
+	d.sent = &atOnce{} // what is still in flight belongs to the dropped work
 	d.r.engine.resolved.rollback()
 	for tp := range d.r.assigned {
 		if tp.Topic == d.r.cfg.Topics.Requests {

@@ -41,20 +41,23 @@ func startGroupCommit(t *testing.T) (*harness, *clockwork.FakeClock) {
 	return h, commits
 }
 
-// An idle router commits a transaction as soon as it holds outputs: the
-// dispatch and then the result become visible with neither clock moving,
-// each in a transaction of its own.
+// An idle router commits a transaction as soon as it holds an output a
+// reader waits for: each result becomes visible with neither clock
+// moving, in a transaction of its own (with its intent's pending state,
+// which alone does not commit: the dispatch went out at once).
 func TestGroupCommitIdleCommitsAtOnce(t *testing.T) {
 	h, _ := startGroupCommit(t)
-	h.request("g-1", "echo", `{}`)
-	h.wait(echoTopic, 1) // visible only once its transaction committed
-	h.answer("g-1", "echo", `{"ok":true}`)
-	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
-		t.Fatalf("outcome %s", res.Outcome)
+	for i, id := range []string{"g-1", "g-2"} {
+		h.request(id, "echo", `{}`)
+		h.wait(echoTopic, i+1)
+		h.answer(id, "echo", `{"ok":true}`)
+		if res := h.result(i + 1); res.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("outcome %s", res.Outcome)
+		}
 	}
-	// Dispatch + pending state; result + resolved state.
-	if got := h.tx.Batches(); len(got) != 2 || got[0] != 2 || got[1] != 2 {
-		t.Fatalf("committed transactions held %v outputs, want [2 2]", got)
+	// Pending state + result + resolved state, twice.
+	if got := h.tx.Batches(); len(got) != 2 || got[0] != 3 || got[1] != 3 {
+		t.Fatalf("committed transactions held %v outputs, want [3 3]", got)
 	}
 	waitCounter(h, "switchboard_transaction_outputs", 2)
 	if got := h.counter("switchboard_transactions_total", "result", "committed"); got != 2 {
@@ -66,10 +69,12 @@ func TestGroupCommitIdleCommitsAtOnce(t *testing.T) {
 // into the next transaction together: one commit at a time, batches that
 // grow with the backlog.
 func TestGroupCommitBatchesWhileACommitIsInFlight(t *testing.T) {
-	h, _ := startGroupCommit(t)
+	h, commits := startGroupCommit(t)
+	h.request("g-0", "echo", `{}`)
+	h.wait(echoTopic, 1)
 	blocked := h.tx.BlockCommits()
 	t.Cleanup(h.tx.UnblockCommits) // before the router's stop, which commits
-	h.request("g-0", "echo", `{}`)
+	h.answer("g-0", "echo", `{}`)
 	select {
 	case <-blocked:
 	case <-h.ctx.Done():
@@ -84,17 +89,23 @@ func TestGroupCommitBatchesWhileACommitIsInFlight(t *testing.T) {
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Pending() == 0 }); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.sink.Count(echoTopic); got != 0 {
-		t.Fatalf("%d dispatches visible before the first commit finished", got)
+	// Only g-0 was handled: its dispatch went out at once, its pending
+	// state and result wait for the commit.
+	if got, pend := h.sink.Count(echoTopic), h.sink.Count(pendingT); got != 1 || pend != 0 {
+		t.Fatalf("%d dispatches and %d pending records visible before the first commit finished, want 1 and 0", got, pend)
 	}
 	h.tx.UnblockCommits()
 	h.wait(echoTopic, queued+1)
+	// The queued intents' pending state alone waits for commit_interval.
+	commits.Advance(10 * time.Second)
+	h.wait(pendingT, 2+queued)
 
 	b := h.tx.Batches()
-	// The first transaction holds g-0; the next one what queued behind it
-	// (the poll goroutine may still have held the last record: one more).
-	if len(b) < 2 || len(b) > 3 || b[0] != 2 || b[1] < 2*(queued-1) {
-		t.Fatalf("committed transactions held %v outputs, want [2 ≥%d] and at most one more", b, 2*(queued-1))
+	// The first transaction holds g-0 (pending state, result, resolved
+	// state); the next one what queued behind it (the poll goroutine may
+	// still have held the last record: one more).
+	if len(b) < 2 || len(b) > 3 || b[0] != 3 || b[1] < queued-1 {
+		t.Fatalf("committed transactions held %v outputs, want [3 ≥%d] and at most one more", b, queued-1)
 	}
 	if got := h.tx.MaxConcurrentCommits(); got != 1 {
 		t.Fatalf("%d commits ran at once, want 1", got)
@@ -128,17 +139,22 @@ func TestGroupCommitPositionsOnlyWaitForTheInterval(t *testing.T) {
 // are not refused while the broker completes the previous commit.
 func TestGroupCommitRegistersBeforeTheFirstOutput(t *testing.T) {
 	h, _ := startGroupCommit(t)
-	h.request("r-1", "echo", `{}`)
-	h.wait(echoTopic, 1)
-	h.answer("r-1", "echo", `{}`)
-	h.result(1)
+	for i, id := range []string{"r-1", "r-2"} {
+		h.request(id, "echo", `{}`)
+		h.wait(echoTopic, i+1)
+		h.answer(id, "echo", `{}`)
+		h.result(i + 1)
+	}
 	offsets, held := h.tx.Registered()
 	if len(offsets) != 2 || held[0] != 0 || held[1] != 0 {
 		t.Fatalf("Register calls staged %v holding %v outputs, want two, each before any output", offsets, held)
 	}
-	// The second transaction stages the position the first committed.
-	if got := offsets[1][port.TopicPartition{Topic: requests}]; got != 1 {
-		t.Fatalf("the second transaction staged requests offset %d, want 1", got)
+	// The second transaction, opened by r-2's request, stages the
+	// positions at its opening: past r-2's request, and past r-1's answer,
+	// which the first committed.
+	got := offsets[1]
+	if got[port.TopicPartition{Topic: requests}] != 2 || got[port.TopicPartition{Topic: responses}] != 1 {
+		t.Fatalf("the second transaction staged %v, want requests 2 and responses 1", got)
 	}
 }
 

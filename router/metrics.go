@@ -33,7 +33,8 @@ type metrics struct {
 	restoreSeconds  prometheus.Histogram
 	transactions    *prometheus.CounterVec
 	commitSeconds   prometheus.Histogram
-	committed       prometheus.Counter // transactions{result="committed"}, resolved once
+	dispatchWait    prometheus.Histogram // a commit's wait for the dispatches sent at once
+	committed       prometheus.Counter   // transactions{result="committed"}, resolved once
 	// Group commit's batch sizes: records consumed and outputs produced by
 	// one committed transaction.
 	txRecords, txOutputs prometheus.Histogram
@@ -131,12 +132,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_transaction_commit_duration_seconds", Help: "Time to send offsets and commit one transaction.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
+		dispatchWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_transaction_dispatch_wait_seconds", Help: "Time a commit waited for the broker to acknowledge the dispatches sent at once, outside the transaction, since the last commit (exactly_once).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
 		txRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "switchboard_transaction_records", Help: "Records consumed (requests and responses) whose offsets one committed transaction carries: the group commit's batch size.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
 		txOutputs: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "switchboard_transaction_outputs", Help: "Records produced (dispatches, results, changelog, timeouts) in one committed transaction.",
+			Name: "switchboard_transaction_outputs", Help: "Records produced (results, changelog, timeouts) in one committed transaction; dispatches go out at once, outside it.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
 		}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -170,7 +175,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.txRecords, m.txOutputs, m.recordSeconds,
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.dispatchWait, m.txRecords, m.txOutputs, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
 		m.invalidResponses, m.pendingBytes, m.tenantShed,
 	} {

@@ -192,7 +192,7 @@ func New(cfg *config.Config, codec *schemas.Codec, src port.Source, sink port.Si
 	} else {
 		r.d = newAtLeastOnce(r)
 	}
-	e.emit = r.d.produce
+	e.emit, e.toAgent = r.d.produce, r.d.dispatch
 	src.OnRevoke(r.onRevoke)
 	return r, nil
 }
@@ -293,7 +293,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 	defer ticker.Stop()
 	commits, stopCommits := r.d.commitTicks()
 	defer stopCommits()
-	acks := r.sink.Acks()
+	acks := r.d.acks()
 	for {
 		select {
 		case <-ctx.Done():
@@ -314,6 +314,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 			}
 		case a := <-acks:
 			r.d.ack(a)
+			r.d.settle() // a failed dispatch fails the transaction
 		case req := <-r.revokes:
 			r.revoke(req.tps, req.lost)
 			close(req.done)

@@ -408,7 +408,7 @@ func randomHex(n int) string {
 func (e *env) answered(t *testing.T) {
 	e = e.on(t)
 	req := e.intent("echo", `{"q":1}`, "")
-	before := time.Now()
+	before := e.stamp.Now() // the clock the request is stamped with and its deadline runs on
 	e.publish(req, time.Time{})
 	ar := e.dispatched("echo", req.IntentID)
 	if ar.Agent != "echo" || ar.Attempt != 1 || string(ar.Payload) != `{"q":1}` {

@@ -28,15 +28,25 @@ import (
 // transaction's offsets are sent after the previous one's commit was
 // decided, so the group's committed offsets never go back, and both lanes
 // carry the group metadata that fences a zombie.
+//
+// A third producer, neither transactional nor idempotent, sends what
+// ProduceAtOnce is given (the router's dispatches) outside the
+// transactions, with NewAnswerProducer's settings (one request in flight,
+// acks=all; librdkafka's idempotent producer busy-loops while a broker is
+// away, librdkafka#3692): its delivery reports come back on Acks.
 type TxSink struct {
 	settings Settings
 	txID     string
 
-	lanes  [2]*txLane // replaced by Reset, from the event loop only
-	cur    int        // the lane of the open (or last) transaction
-	acks   chan port.Ack
-	failed atomic.Int64
-	grace  time.Duration // stuckGrace unless set (tests)
+	lanes   [2]*txLane // replaced by Reset, from the event loop only
+	cur     int        // the lane of the open (or last) transaction
+	now     *kafka.Producer
+	nowW    *watch
+	nowWG   sync.WaitGroup
+	acks    chan port.Ack // the at-once producer's delivery reports
+	closing chan struct{}
+	failed  atomic.Int64
+	grace   time.Duration // stuckGrace unless set (tests)
 }
 
 // txLane is one transactional producer and its delivery-report reader.
@@ -109,11 +119,53 @@ var _ port.TxSink = (*TxSink)(nil)
 
 // NewTxSink creates the producers and initialises their transactions.
 func NewTxSink(ctx context.Context, s Settings, transactionalID string) (*TxSink, error) {
-	k := &TxSink{settings: s, txID: transactionalID, acks: make(chan port.Ack)}
+	k := &TxSink{settings: s, txID: transactionalID, acks: make(chan port.Ack, 65536), closing: make(chan struct{})}
 	if err := k.open(ctx); err != nil {
 		return nil, err
 	}
+	now, w, err := newProducer(s, "producer", atOnceProducerSettings(s))
+	if err != nil {
+		for _, l := range k.lanes {
+			l.close()
+		}
+		return nil, err
+	}
+	k.now, k.nowW = now, w
+	k.nowWG.Add(1)
+	go k.reports()
 	return k, nil
+}
+
+// atOnceProducerSettings are the at-once producer's: NewAnswerProducer's,
+// with the router producers' bound on what librdkafka queues.
+func atOnceProducerSettings(s Settings) kafka.ConfigMap {
+	m := routerProducerSettings(s)
+	m["enable.idempotence"] = false
+	m["max.in.flight.requests.per.connection"] = 1
+	return m
+}
+
+// reports turns the at-once producer's delivery reports into Acks until it
+// closes.
+func (k *TxSink) reports() {
+	defer k.nowWG.Done()
+	for ev := range k.now.Events() {
+		m, ok := ev.(*kafka.Message)
+		if !ok {
+			if st, isStats := ev.(*kafka.Stats); isStats && k.settings.Stats != nil {
+				k.settings.Stats(st.String())
+			}
+			continue
+		}
+		err := m.TopicPartition.Error
+		if err != nil && m.TopicPartition.Topic != nil {
+			err = k.settings.refusal(err, "Write", "topic "+*m.TopicPartition.Topic)
+		}
+		select {
+		case k.acks <- port.Ack{Opaque: m.Opaque, Err: err}:
+		case <-k.closing:
+		}
+	}
 }
 
 // laneIDs are the lanes' transactional.ids.
@@ -199,12 +251,28 @@ func (k *TxSink) Begin() error {
 	return txnError(k.lanes[k.cur].p.BeginTransaction())
 }
 
-// Produce implements port.Sink.
+// Produce implements port.Sink: o goes into the open transaction.
 func (k *TxSink) Produce(o *port.Output, _ any) error {
+	return txnError(produceTo(k.lanes[k.cur].p, o, nil))
+}
+
+// ProduceAtOnce implements port.TxSink: o goes out through the at-once
+// producer, outside any transaction; its delivery is reported on Acks.
+func (k *TxSink) ProduceAtOnce(o *port.Output, opaque any) error {
+	if err := produceTo(k.now, o, opaque); err != nil {
+		return &port.TxnError{Err: fmt.Errorf("kafkaio: sending to %s: %w", o.Topic, err), Abortable: true}
+	}
+	return nil
+}
+
+// produceTo hands o to p. When librdkafka's queue is full it waits for a
+// little room (up to a second) rather than failing at once.
+func produceTo(p *kafka.Producer, o *port.Output, opaque any) error {
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &o.Topic, Partition: kafka.PartitionAny},
 		Key:            o.Key,
 		Value:          o.Value,
+		Opaque:         opaque,
 	}
 	if o.Partition != nil {
 		msg.TopicPartition.Partition = *o.Partition
@@ -215,12 +283,11 @@ func (k *TxSink) Produce(o *port.Output, _ any) error {
 			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	p := k.lanes[k.cur].p
 	for try := 0; ; try++ {
 		err := p.Produce(msg, nil)
 		var kerr kafka.Error
 		if err == nil || !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull || try == 100 {
-			return txnError(err)
+			return err
 		}
 		p.Flush(10)
 	}
@@ -269,15 +336,24 @@ func (k *TxSink) Reset() error {
 	return k.open(ctx)
 }
 
-// Acks implements port.Sink: a TxSink reports nothing there (its
-// deliveries are settled by Commit).
+// Acks implements port.Sink: the deliveries of what ProduceAtOnce sent (a
+// transaction's are settled by Commit).
 func (k *TxSink) Acks() <-chan port.Ack { return k.acks }
 
 // Close implements port.Sink: it aborts an open transaction (the router
-// commits before closing) and releases the producers.
+// commits before closing), flushes what was sent at once (up to 10 s) and
+// releases the producers.
 func (k *TxSink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
 	defer cancel()
+	var err error
+	if left := k.now.Flush(10000); left > 0 {
+		err = fmt.Errorf("kafkaio: %d records sent at once not delivered before close", left)
+	}
+	close(k.closing)
+	k.now.Close()
+	k.nowWG.Wait()
+	<-k.nowW.done
 	for _, l := range k.lanes {
 		if l.stuck {
 			continue
@@ -289,7 +365,7 @@ func (k *TxSink) Close() error {
 		}
 		l.close()
 	}
-	return nil
+	return err
 }
 
 // The transactional producers' retry.backoff.ms and retry.backoff.max.ms,

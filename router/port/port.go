@@ -142,6 +142,14 @@ type TxSink interface {
 	// transactional state lost) with a new one under the same
 	// transactional.id.
 	Reset() error
+	// ProduceAtOnce sends out outside any transaction, through a producer
+	// that is neither transactional nor idempotent: read_committed readers
+	// see it as soon as the broker has it, whether a transaction is open
+	// or not, and an abort does not take it back. Its delivery is reported
+	// on Acks with opaque, as a Sink reports Produce's. The router sends
+	// its dispatch records this way and commits no transaction before
+	// they are acknowledged (exactly_once: "dispatch at once").
+	ProduceAtOnce(out *Output, opaque any) error
 }
 
 // TxRegistrar is what a TxSink may also do: Register, called right after

@@ -13,7 +13,8 @@ import (
 
 // TxSink is an in-memory port.TxSink. Outputs of a transaction become
 // visible (Outputs, WaitFor) only when it commits; committed offsets go to the
-// Source, as a Kafka transaction commits them for the consumer group.
+// Source, as a Kafka transaction commits them for the consumer group. Outputs
+// sent at once (ProduceAtOnce) are visible when sent.
 type TxSink struct {
 	*Sink
 	src *Source
@@ -27,6 +28,7 @@ type TxSink struct {
 	aborts   int
 	resets   int
 	produced int
+	atOnce   int   // outputs sent outside transactions (ProduceAtOnce)
 	batches  []int // outputs of each committed transaction, in order
 	// registered: offsets staged by Register, one map per call, and how
 	// many outputs the open transaction held at each call.
@@ -83,6 +85,29 @@ func (k *TxSink) Produce(o *port.Output, _ any) error {
 	k.txn = append(k.txn, *o)
 	k.produced++
 	return nil
+}
+
+// ProduceAtOnce implements port.TxSink: the output is visible at once, as
+// the Sink's outputs are, whether a transaction is open or not, and its
+// acknowledgement comes on Acks (held by Hold, failed by FailTopic). A
+// FailProduce for its topic fails the call, once.
+func (k *TxSink) ProduceAtOnce(o *port.Output, opaque any) error {
+	k.mu.Lock()
+	if err := k.failSend[o.Topic]; err != nil {
+		delete(k.failSend, o.Topic)
+		k.mu.Unlock()
+		return err
+	}
+	k.atOnce++
+	k.mu.Unlock()
+	return k.Sink.Produce(o, opaque)
+}
+
+// AtOnce returns how many outputs were sent outside transactions.
+func (k *TxSink) AtOnce() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.atOnce
 }
 
 // Register implements port.TxRegistrar: it notes the offsets staged and
