@@ -4,8 +4,6 @@ package kafkaio_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -22,19 +20,7 @@ import (
 func testFollowLiveOpenTransaction(t *testing.T, bootstrap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	topic := "fl." + hex.EncodeToString(b)
-
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}})
-	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
-		t.Fatalf("creating %s: %v %v", topic, err, res)
-	}
+	topic := newTopic(ctx, t, bootstrap, "fl", 1)
 
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "transactional.id": topic + ".tx"})
 	if err != nil {

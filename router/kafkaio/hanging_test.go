@@ -3,8 +3,6 @@ package kafkaio_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -57,20 +55,8 @@ func (l *lockedBuffer) String() string {
 func testHangWatch(t *testing.T, bootstrap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	topic := "hang." + hex.EncodeToString(b)
+	topic := newTopic(ctx, t, bootstrap, "hang", 2)
 	txID := topic + ".tx"
-
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "enable.metrics.push": false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 2, ReplicationFactor: 1}})
-	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
-		t.Fatalf("creating %s: %v %v", topic, err, res)
-	}
 
 	txProducer := func() *kafka.Producer {
 		t.Helper()

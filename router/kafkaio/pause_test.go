@@ -2,8 +2,6 @@ package kafkaio_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -35,18 +33,8 @@ func TestAPausedPartitionComesBackUnpausedEmbedded(t *testing.T) {
 func testPausedPartitionComesBackUnpaused(t *testing.T, bootstrap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	topic := "pause." + hex.EncodeToString(b)
+	topic := newTopic(ctx, t, bootstrap, "pause", 2)
 	group := topic + ".router"
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "enable.metrics.push": false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 2, ReplicationFactor: 1}}); err != nil || res[0].Error.Code() != kafka.ErrNoError {
-		t.Fatalf("creating %s: %v %v", topic, err, res)
-	}
 	settings := kafkaio.Settings{Bootstrap: bootstrap, Properties: map[string]string{"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}}
 	first, err := kafkaio.NewSource(settings, group, []string{topic}, kafkaio.SourceOptions{})
 	if err != nil {

@@ -4,8 +4,6 @@ package kafkaio_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 	"testing"
 	"time"
@@ -26,19 +24,7 @@ import (
 func testRestoreWaitsForOpenTransactions(t *testing.T, bootstrap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	topic := "rs." + hex.EncodeToString(b)
-
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}})
-	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
-		t.Fatalf("creating %s: %v %v", topic, err, res)
-	}
+	topic := newTopic(ctx, t, bootstrap, "rs", 1)
 	codec, err := schemas.NewCodec()
 	if err != nil {
 		t.Fatal(err)
