@@ -60,12 +60,19 @@ func (u unsafeToAbort) Error() string { return u.why }
 // partition. It returns the producer aborted, or
 // an error: unsafeToAbort when the transaction must be left alone, the
 // aborter's error otherwise.
-func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) (Producer, error) {
+//
+// Once that one is aborted, every other producer with a transaction open
+// further on in the partition that passes the same two tests is aborted
+// too (returned in more): the stable offset would otherwise stop at the
+// next one and take the limit again before the watch saw it. A broker
+// restart in the chaos test left two or three routers' transactions
+// forgotten on one partition (the group's offsets among them), and finding
+// them one limit after another held every takeover for minutes.
+func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) (p Producer, more []Producer, err error) {
 	ps, err := w.aborter.Producers(ctx, h.Topic, h.Partition)
 	if err != nil {
-		return Producer{}, err
+		return Producer{}, nil, err
 	}
-	var p Producer
 	found := false
 	for _, c := range ps {
 		if c.TxnStart == h.Stable {
@@ -73,22 +80,37 @@ func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) 
 			break
 		}
 	}
+	if !found {
+		return Producer{}, nil, unsafeToAbort{fmt.Sprintf("no producer has a transaction open at offset %d", h.Stable)}
+	}
+	if err := w.abortIfForgotten(ctx, h, p, now); err != nil {
+		return p, nil, err
+	}
+	for _, c := range ps {
+		if c.TxnStart > h.Stable && w.abortIfForgotten(ctx, h, c, now) == nil {
+			more = append(more, c)
+		}
+	}
+	return p, more, nil
+}
+
+// abortIfForgotten aborts p's transaction on h's partition when p has been
+// silent for the watch's limit and no coordinator has it in progress there.
+func (w *HangWatch) abortIfForgotten(ctx context.Context, h Hanging, p Producer, now time.Time) error {
 	switch {
-	case !found:
-		return Producer{}, unsafeToAbort{fmt.Sprintf("no producer has a transaction open at offset %d", h.Stable)}
 	case p.LastWrite.IsZero():
-		return p, unsafeToAbort{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
+		return unsafeToAbort{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
 	case now.Sub(p.LastWrite) < w.after:
-		return p, unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.after)}
+		return unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.after)}
 	}
 	live, err := w.aborter.Live(ctx, h.Topic, h.Partition, p)
 	if err != nil {
-		return p, fmt.Errorf("asking the transaction coordinators about producer %d: %w", p.ID, err)
+		return fmt.Errorf("asking the transaction coordinators about producer %d: %w", p.ID, err)
 	}
 	if live {
-		return p, unsafeToAbort{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
+		return unsafeToAbort{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
 	}
-	return p, w.aborter.Abort(ctx, h.Topic, h.Partition, p)
+	return w.aborter.Abort(ctx, h.Topic, h.Partition, p)
 }
 
 // tryAbort runs abortHanging for a partition found hanging at now and says
@@ -100,14 +122,16 @@ func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now ti
 	if st == nil || st.refused {
 		return
 	}
-	p, err := w.abortHanging(ctx, h, now)
+	p, more, err := w.abortHanging(ctx, h, now)
 	if ctx.Err() != nil {
 		return
 	}
 	if err == nil {
-		w.aborted.Inc()
-		w.log.Warn(fmt.Sprintf("lag: aborted the hanging transaction on %s[%d]: producer %d (epoch %d) had left it open at offset %d, last writing at %s",
-			h.Topic, h.Partition, p.ID, p.Epoch, h.Stable, p.LastWrite.UTC().Format(time.RFC3339)))
+		for _, a := range append([]Producer{p}, more...) {
+			w.aborted.Inc()
+			w.log.Warn(fmt.Sprintf("lag: aborted the hanging transaction on %s[%d]: producer %d (epoch %d) had left it open at offset %d, last writing at %s",
+				h.Topic, h.Partition, a.ID, a.Epoch, a.TxnStart, a.LastWrite.UTC().Format(time.RFC3339)))
+		}
 		return
 	}
 	var unsafe unsafeToAbort

@@ -66,17 +66,22 @@ func newAbortHarness(t *testing.T) (*hangHarness, *fakeAborter) {
 // TestHangWatchAbortsOnlyAForgottenTransaction: of the producers on a
 // hanging partition, the watch aborts the one whose transaction starts at
 // the stuck last stable offset, and only once it is both silent for the
-// limit and unknown to the coordinators as in progress.
+// limit and unknown to the coordinators as in progress; with it, every
+// producer whose transaction opens further on and passes the same tests
+// (the stable offset would stop at it next), and no other.
 func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	h, a := newAbortHarness(t)
 	t0 := h.clock.Now()
 	h.admin.set("sb.result", 3, 42, 57)
 	h.admin.set("sb.pending", 1, 10, 12)
 	a.set("sb.result[3]",
-		lag.Producer{ID: 5, Epoch: 1, TxnStart: -1, LastWrite: t0.Add(-time.Hour)},       // no transaction open
-		lag.Producer{ID: 31, Epoch: 2, TxnStart: 42, LastWrite: t0, CoordinatorEpoch: 0}, // the stuck one
-		lag.Producer{ID: 40, Epoch: 7, TxnStart: 50, LastWrite: t0.Add(-time.Hour)},      // open later, not what holds the offset
+		lag.Producer{ID: 5, Epoch: 1, TxnStart: -1, LastWrite: t0.Add(-time.Hour)},        // no transaction open
+		lag.Producer{ID: 31, Epoch: 2, TxnStart: 42, LastWrite: t0, CoordinatorEpoch: 0},  // the stuck one
+		lag.Producer{ID: 40, Epoch: 7, TxnStart: 50, LastWrite: t0.Add(-time.Hour)},       // open later, forgotten too
+		lag.Producer{ID: 41, Epoch: 1, TxnStart: 53, LastWrite: t0.Add(30 * time.Second)}, // open later, wrote 20 s before the abort
+		lag.Producer{ID: 42, Epoch: 1, TxnStart: 55, LastWrite: t0.Add(-time.Hour)},       // open later, its coordinator has it Ongoing
 	)
+	a.live["sb.result[3] 42"] = true
 	// sb.pending[1]'s producer has it in a transaction its coordinator
 	// lists Ongoing; producer 31 is live too, but on another partition.
 	a.set("sb.pending[1]", lag.Producer{ID: 77, Epoch: 3, TxnStart: 10, LastWrite: t0.Add(-time.Hour)})
@@ -86,15 +91,20 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	for range 5 { // t=10s..50s: first seen at 10 s, not yet hanging at 40 s
 		h.next()
 	}
-	if got := a.aborted(); len(got) != 1 || got[0] != "sb.result[3] 31 2/0" {
-		t.Fatalf("aborts %v, want producer 31 on sb.result[3] (epoch 2, coordinator epoch 0) only", got)
+	if got := a.aborted(); len(got) != 2 || got[0] != "sb.result[3] 31 2/0" || got[1] != "sb.result[3] 40 7/0" {
+		t.Fatalf("aborts %v, want producer 31 on sb.result[3] (epoch 2, coordinator epoch 0), then 40 (epoch 7), only", got)
 	}
-	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 1 {
-		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 1", got)
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 2 {
+		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 2", got)
 	}
 	logs := h.logs.String()
-	if !strings.Contains(logs, "aborted the hanging transaction on sb.result[3]: producer 31 (epoch 2) had left it open at offset 42") {
-		t.Fatalf("no line names the abort of producer 31 at offset 42; logs:\n%s", logs)
+	for _, line := range []string{
+		"aborted the hanging transaction on sb.result[3]: producer 31 (epoch 2) had left it open at offset 42",
+		"aborted the hanging transaction on sb.result[3]: producer 40 (epoch 7) had left it open at offset 50",
+	} {
+		if !strings.Contains(logs, line) {
+			t.Fatalf("no line %q; logs:\n%s", line, logs)
+		}
 	}
 	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
 		t.Fatalf("no line says why sb.pending[1] was left alone; logs:\n%s", logs)
@@ -102,8 +112,8 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	h.admin.set("sb.result", 3, 57, 57) // the marker: the stable offset reaches the high watermark
 	h.next()
 	h.next()
-	if got := a.aborted(); len(got) != 1 {
-		t.Fatalf("aborts %v, want still one: the live producer is never aborted", got)
+	if got := a.aborted(); len(got) != 2 {
+		t.Fatalf("aborts %v, want still two: the live producers are never aborted", got)
 	}
 	if got := strings.Count(h.logs.String(), "not aborting the hanging transaction on sb.pending[1]"); got != 1 {
 		t.Fatalf("the live producer is logged %d times, want once", got)
