@@ -453,7 +453,8 @@ func (n *node) newHangWatch(reg prometheus.Registerer, s kafkaio.Settings) (*lag
 	}
 	opts := []lag.HangOption{
 		lag.WithHangInterval(n.cfg.Router.LagInterval.D()),
-		lag.WithHangAfter(2 * kafkaio.TransactionTimeout(s)), lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
+		lag.WithHangAfter(2 * kafkaio.TransactionTimeout(s)), lag.WithHangAbortAfter(kafkaio.TransactionTimeout(s)),
+		lag.WithHangBootstrap(n.cfg.Kafka.BootstrapServers),
 		lag.WithHangRegisterer(reg), lag.WithHangLogger(n.log),
 	}
 	if n.cfg.Router.Delivery == config.ExactlyOnce { // its offsets are committed in the transactions

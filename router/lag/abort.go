@@ -54,8 +54,9 @@ func (u unsafeToAbort) Error() string { return u.why }
 
 // abortHanging ends h's transaction if nothing says it may be a live one:
 // the producer whose transaction starts at h.Stable must have written
-// nothing for at least the watch's limit (twice the transaction timeout,
-// as the last stable offset has not moved for), and no transaction
+// nothing for at least the transaction timeout (WithHangAbortAfter: a
+// coordinator that knows the transaction has it in progress until it has
+// aborted it, so longer silence adds no safety), and no transaction
 // coordinator may have a transaction of it in progress that includes the
 // partition. It returns the producer aborted, or
 // an error: unsafeToAbort when the transaction must be left alone, the
@@ -100,8 +101,8 @@ func (w *HangWatch) abortIfForgotten(ctx context.Context, h Hanging, p Producer,
 	switch {
 	case p.LastWrite.IsZero():
 		return unsafeToAbort{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
-	case now.Sub(p.LastWrite) < w.after:
-		return unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.after)}
+	case now.Sub(p.LastWrite) < w.silent:
+		return unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.silent)}
 	}
 	live, err := w.aborter.Live(ctx, h.Topic, h.Partition, p)
 	if err != nil {
@@ -113,11 +114,12 @@ func (w *HangWatch) abortIfForgotten(ctx context.Context, h Hanging, p Producer,
 	return w.aborter.Abort(ctx, h.Topic, h.Partition, p)
 }
 
-// tryAbort runs abortHanging for a partition found hanging at now and says
-// what came of it: one line per abort and the counter; one line per stuck
+// tryAbort runs abortHanging for a partition seen stuck at the same offset
+// at an earlier sample and says what came of it: one line per abort and
+// the counter; once the partition is reported hanging, one line per stuck
 // offset when it cannot or must not (the operator's command stays in the
 // first line). Until the cluster refuses it, the watch tries at each
-// sample that still finds the partition hanging.
+// sample that still finds the partition stuck.
 func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now time.Time) {
 	if st == nil || st.refused {
 		return
@@ -137,7 +139,7 @@ func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now ti
 	var unsafe unsafeToAbort
 	refused := errors.Is(err, ErrAbortRefused)
 	st.refused = refused
-	if st.abortLogged && !refused {
+	if (st.abortLogged || !st.reported) && !refused { // before the report, quiet: most such transactions end by themselves
 		return
 	}
 	st.abortLogged = true

@@ -42,6 +42,14 @@ func (f *fakeAborter) Abort(_ context.Context, topic string, p int32, pr lag.Pro
 		return f.refuse
 	}
 	f.aborts = append(f.aborts, fmt.Sprintf("%s[%d] %d %d/%d", topic, p, pr.ID, pr.Epoch, pr.CoordinatorEpoch))
+	key := fmt.Sprintf("%s[%d]", topic, p)
+	ps := append([]lag.Producer(nil), f.producers[key]...)
+	for i := range ps {
+		if ps[i].ID == pr.ID {
+			ps[i].TxnStart = -1 // the marker closed its transaction here
+		}
+	}
+	f.producers[key] = ps
 	return nil
 }
 
@@ -57,10 +65,10 @@ func (f *fakeAborter) aborted() []string {
 	return append([]string(nil), f.aborts...)
 }
 
-func newAbortHarness(t *testing.T) (*hangHarness, *fakeAborter) {
+func newAbortHarness(t *testing.T, opts ...lag.HangOption) (*hangHarness, *fakeAborter) {
 	t.Helper()
 	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
-	return newHangHarness(t, lag.WithHangAborter(a)), a
+	return newHangHarness(t, append(opts, lag.WithHangAborter(a))...), a
 }
 
 // TestHangWatchAbortsOnlyAForgottenTransaction: of the producers on a
@@ -88,11 +96,19 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	a.live["sb.pending[1] 77"] = true
 	a.live["sb.pending[1] 31"] = true
 
-	for range 5 { // t=10s..50s: first seen at 10 s, not yet hanging at 40 s
-		h.next()
+	h.next() // t=10s: first seen stuck
+	if got := a.aborted(); len(got) != 0 {
+		t.Fatalf("aborts %v at the first sight of the stuck offset, want none", got)
 	}
+	h.next() // t=20s: stuck since the last sample; 31 and 40 silent for the transaction timeout
 	if got := a.aborted(); len(got) != 2 || got[0] != "sb.result[3] 31 2/0" || got[1] != "sb.result[3] 40 7/0" {
 		t.Fatalf("aborts %v, want producer 31 on sb.result[3] (epoch 2, coordinator epoch 0), then 40 (epoch 7), only", got)
+	}
+	if strings.Contains(h.logs.String(), "not aborting") {
+		t.Fatalf("a line about sb.pending[1] before it is reported hanging; logs:\n%s", h.logs.String())
+	}
+	for range 3 { // t=50s: sb.pending[1] reported hanging
+		h.next()
 	}
 	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 2 {
 		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 2", got)
@@ -109,7 +125,7 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
 		t.Fatalf("no line says why sb.pending[1] was left alone; logs:\n%s", logs)
 	}
-	h.admin.set("sb.result", 3, 57, 57) // the marker: the stable offset reaches the high watermark
+	h.admin.set("sb.result", 3, 57, 57) // the markers: the stable offset reaches the high watermark
 	h.next()
 	h.next()
 	if got := a.aborted(); len(got) != 2 {
@@ -121,29 +137,56 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 }
 
 // TestHangWatchWaitsForARecentWriter: a producer that wrote less than the
-// limit ago may be alive; the watch aborts it only once it has been silent
-// for the limit.
+// transaction timeout ago may be alive; the watch aborts it only once it
+// has been silent for that long (WithHangAbortAfter).
 func TestHangWatchWaitsForARecentWriter(t *testing.T) {
-	h, a := newAbortHarness(t)
+	h, a := newAbortHarness(t, lag.WithHangAbortAfter(25*time.Second))
 	t0 := h.clock.Now()
 	h.admin.set("sb.result", 0, 100, 120)
-	a.set("sb.result[0]", lag.Producer{ID: 9, Epoch: 4, TxnStart: 100, LastWrite: t0.Add(30 * time.Second)})
-	for range 5 { // t=50s: hanging, but producer 9 wrote 20 s ago
+	a.set("sb.result[0]", lag.Producer{ID: 9, Epoch: 4, TxnStart: 100, LastWrite: t0.Add(40 * time.Second)})
+	for range 5 { // t=50s: hanging, but producer 9 wrote 10 s ago
 		h.next()
 	}
 	if got := a.aborted(); len(got) != 0 {
-		t.Fatalf("aborts %v at t=50s, want none: producer 9 wrote 20 s ago", got)
+		t.Fatalf("aborts %v at t=50s, want none: producer 9 wrote 10 s ago", got)
 	}
-	if !strings.Contains(h.logs.String(), "not aborting the hanging transaction on sb.result[0] (offset 100): producer 9 wrote 20s ago, less than 40s") {
+	if !strings.Contains(h.logs.String(), "not aborting the hanging transaction on sb.result[0] (offset 100): producer 9 wrote 10s ago, less than 25s") {
 		t.Fatalf("no line says why producer 9 was left alone; logs:\n%s", h.logs.String())
 	}
-	h.next() // t=60s: 30 s
+	h.next() // t=60s: 20 s
 	if got := a.aborted(); len(got) != 0 {
 		t.Fatalf("aborts %v at t=60s, want none", got)
 	}
-	h.next() // t=70s: 40 s
+	h.next() // t=70s: 30 s
 	if got := a.aborted(); len(got) != 1 || got[0] != "sb.result[0] 9 4/0" {
 		t.Fatalf("aborts %v at t=70s, want producer 9", got)
+	}
+}
+
+// TestHangWatchAbortsALongSilentProducerAtOnce: a watch started after the
+// producer went silent (a router that took over after a broker restart)
+// aborts a forgotten transaction as soon as it has seen the offset stuck
+// at two samples: the producer's silence is the broker's fact, and waiting
+// for the report's limit in every new process held takeovers for minutes.
+// The report still waits for its limit.
+func TestHangWatchAbortsALongSilentProducerAtOnce(t *testing.T) {
+	h, a := newAbortHarness(t)
+	t0 := h.clock.Now()
+	h.admin.set("sb.pending", 4, 7, 9)
+	a.set("sb.pending[4]", lag.Producer{ID: 23, Epoch: 2, TxnStart: 7, LastWrite: t0.Add(-30 * time.Second)})
+	h.next() // t=10s: first seen
+	if got := a.aborted(); len(got) != 0 {
+		t.Fatalf("aborts %v at the first sight, want none: a stable offset behind the high watermark is a transaction in flight", got)
+	}
+	h.next() // t=20s: the same offset again
+	if got := a.aborted(); len(got) != 1 || got[0] != "sb.pending[4] 23 2/0" {
+		t.Fatalf("aborts %v at the second sight, want producer 23", got)
+	}
+	if hs := h.w.Hanging(); len(hs) != 0 {
+		t.Fatalf("Hanging = %+v at 10 s stuck, want none before the limit", hs)
+	}
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_total"); got != 0 {
+		t.Fatalf("switchboard_hanging_transactions_total = %v, want 0 before the limit", got)
 	}
 }
 

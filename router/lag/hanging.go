@@ -79,6 +79,7 @@ type HangWatch struct {
 	clock     clockwork.Clock
 	interval  time.Duration
 	after     time.Duration
+	silent    time.Duration // how long a producer must not have written before it is aborted
 	bootstrap string
 	log       *slog.Logger
 	found     prometheus.Counter
@@ -123,6 +124,7 @@ type hangOptions struct {
 	clock     clockwork.Clock
 	interval  time.Duration
 	after     time.Duration
+	silent    time.Duration
 	bootstrap string
 	reg       prometheus.Registerer
 	log       *slog.Logger
@@ -141,6 +143,15 @@ func WithHangInterval(d time.Duration) HangOption { return func(o *hangOptions) 
 // WithHangAfter sets how long a last stable offset may stay stuck behind
 // the high watermark before it is reported (default DefaultHangAfter).
 func WithHangAfter(d time.Duration) HangOption { return func(o *hangOptions) { o.after = d } }
+
+// WithHangAbortAfter sets how long the producer of a transaction stuck at
+// a partition's last stable offset must have written nothing there before
+// the watch aborts it (default half DefaultHangAfter: the transaction
+// timeout). The watch tries as soon as it has seen the offset stuck at two
+// samples, without waiting for the report's limit: the producer's last
+// write is the broker's fact, which a router started since (a takeover,
+// a replaced client) knows as well as one that watched all along.
+func WithHangAbortAfter(d time.Duration) HangOption { return func(o *hangOptions) { o.silent = d } }
 
 // WithHangBootstrap sets the bootstrap servers the abort command names.
 func WithHangBootstrap(b string) HangOption { return func(o *hangOptions) { o.bootstrap = b } }
@@ -173,14 +184,17 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.silent == 0 {
+		o.silent = DefaultHangAfter / 2
+	}
 	if admin == nil || o.clock == nil || o.reg == nil || o.log == nil {
 		return nil, ErrMissingDependency
 	}
-	if o.interval <= 0 || o.after <= 0 {
-		return nil, fmt.Errorf("%w: interval %s, limit %s", ErrBadInterval, o.interval, o.after)
+	if o.interval <= 0 || o.after <= 0 || o.silent < 0 {
+		return nil, fmt.Errorf("%w: interval %s, limit %s, abort after %s", ErrBadInterval, o.interval, o.after, o.silent)
 	}
 	w := &HangWatch{
-		admin: admin, clock: o.clock, interval: o.interval, after: o.after, bootstrap: o.bootstrap, log: o.log,
+		admin: admin, clock: o.clock, interval: o.interval, after: o.after, silent: o.silent, bootstrap: o.bootstrap, log: o.log,
 		aborter: o.aborter, group: o.group, seen: map[partitionKey]*stuckAt{},
 		found: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_hanging_transactions_total",
@@ -305,12 +319,12 @@ func (w *HangWatch) sample(ctx context.Context) {
 		w.addGroupOffsets(ctx, ends)
 	}
 	now := w.clock.Now()
-	w.observe(ends, now)
+	stuck := w.observe(ends, now)
 	if w.aborter == nil {
 		return
 	}
-	for _, h := range w.Hanging() {
-		w.tryAbort(ctx, h, w.seen[partitionKey{h.Topic, h.Partition}], now)
+	for _, s := range stuck {
+		w.tryAbort(ctx, s.h, s.st, now)
 	}
 }
 
@@ -363,10 +377,20 @@ func OffsetsPartition(group string, n int) int32 {
 	return int32(abs % int64(n))
 }
 
+// stuckPartition is a partition whose last stable offset was behind its
+// high watermark at the same offset at an earlier sample too.
+type stuckPartition struct {
+	h  Hanging
+	st *stuckAt
+}
+
 // observe updates what it knows of each partition from one sample taken at
-// now, and publishes the partitions hanging.
-func (w *HangWatch) observe(ends map[string]map[int32]Ends, now time.Time) {
+// now, publishes the partitions hanging, and returns the partitions seen
+// stuck at the same offset at an earlier sample (the hanging ones among
+// them), which the aborter looks at.
+func (w *HangWatch) observe(ends map[string]map[int32]Ends, now time.Time) []stuckPartition {
 	var hanging []Hanging
+	var stuck []stuckPartition
 	seen := make(map[partitionKey]*stuckAt, len(w.seen))
 	for topic, parts := range ends {
 		for p, e := range parts {
@@ -379,10 +403,13 @@ func (w *HangWatch) observe(ends map[string]map[int32]Ends, now time.Time) {
 				st = &stuckAt{stable: e.Stable, since: now} // a new transaction, or it moved
 			}
 			seen[k] = st
+			h := Hanging{Topic: topic, Partition: p, Ends: e, Since: st.since}
+			if now.After(st.since) {
+				stuck = append(stuck, stuckPartition{h, st})
+			}
 			if now.Sub(st.since) < w.after {
 				continue
 			}
-			h := Hanging{Topic: topic, Partition: p, Ends: e, Since: st.since}
 			hanging = append(hanging, h)
 			if !st.reported {
 				st.reported = true
@@ -404,6 +431,10 @@ func (w *HangWatch) observe(ends map[string]map[int32]Ends, now time.Time) {
 	w.mu.Lock()
 	w.hanging = hanging
 	w.mu.Unlock()
+	slices.SortFunc(stuck, func(a, b stuckPartition) int {
+		return cmp.Or(cmp.Compare(a.h.Topic, b.h.Topic), cmp.Compare(a.h.Partition, b.h.Partition))
+	})
+	return stuck
 }
 
 var hangingDesc = prometheus.NewDesc("switchboard_hanging_transaction_partitions",
