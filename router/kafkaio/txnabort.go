@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,9 +29,14 @@ import (
 // Create it with NewTxnAborter and Close it when the HangWatch has
 // stopped; its methods are safe for concurrent use.
 type TxnAborter struct {
-	cl *kgo.Client
-	// Timeout bounds each request.
+	cl   *kgo.Client
+	adm  *kadm.Client
+	opts []kgo.Opt // to read the transaction log with a consumer of its own
+	// Timeout bounds each request, and Decision's read of the log.
 	Timeout time.Duration
+	// Lookback is how far before a producer's last write Decision reads
+	// the transaction log: several transaction timeouts.
+	Lookback time.Duration
 }
 
 var _ lag.TxnAborter = (*TxnAborter)(nil)
@@ -50,7 +56,8 @@ func NewTxnAborter(s Settings) (*TxnAborter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: the transaction aborter's client: %w", err)
 	}
-	return &TxnAborter{cl: cl, Timeout: 10 * time.Second}, nil
+	return &TxnAborter{cl: cl, adm: kadm.NewClient(cl), opts: opts, Timeout: 10 * time.Second,
+		Lookback: max(2*time.Minute, 4*TransactionTimeout(s))}, nil
 }
 
 // Close closes the client.
@@ -132,9 +139,15 @@ func (a *TxnAborter) Live(ctx context.Context, topic string, partition int32, p 
 // listLive returns the transactional ids of producer id whose coordinator
 // lists them in a live state.
 func (a *TxnAborter) listLive(ctx context.Context, id int64) ([]string, error) {
+	return a.listTxnIDs(ctx, id, liveTxnStates)
+}
+
+// listTxnIDs returns the transactional ids of producer id whose
+// coordinator lists them in one of states (nil: any).
+func (a *TxnAborter) listTxnIDs(ctx context.Context, id int64, states []string) ([]string, error) {
 	req := kmsg.NewPtrListTransactionsRequest()
 	req.ProducerIDFilters = []int64{id}
-	req.StateFilters = liveTxnStates
+	req.StateFilters = states
 	var out []string
 	for _, sh := range a.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
@@ -156,16 +169,20 @@ func (a *TxnAborter) listLive(ctx context.Context, id int64) ([]string, error) {
 	return out, nil
 }
 
-// Abort implements lag.TxnAborter (WriteTxnMarkers, committed false, to the
-// leader): what the transaction's coordinator would have written. The
-// coordinator epoch is the last one the partition saw for the producer (0
-// if none), as kafka-transactions.sh abort sends.
-func (a *TxnAborter) Abort(ctx context.Context, topic string, partition int32, p lag.Producer) error {
+// End implements lag.TxnAborter (WriteTxnMarkers to the leader): the
+// marker the transaction's coordinator should have written, a commit or an
+// abort. The coordinator epoch is the last one the partition saw for the
+// producer (0 if none), as kafka-transactions.sh abort sends.
+func (a *TxnAborter) End(ctx context.Context, topic string, partition int32, p lag.Producer, commit bool) error {
 	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
 	defer cancel()
+	what := "abort"
+	if commit {
+		what = "commit"
+	}
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed = p.ID, p.Epoch, false
+	m.ProducerID, m.ProducerEpoch, m.Committed = p.ID, p.Epoch, commit
 	m.CoordinatorEpoch = max(p.CoordinatorEpoch, 0)
 	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 	mt.Topic, mt.Partitions = topic, []int32{partition}
@@ -173,13 +190,13 @@ func (a *TxnAborter) Abort(ctx context.Context, topic string, partition int32, p
 	req.Markers = append(req.Markers, m)
 	resp, err := req.RequestWith(ctx, a.cl)
 	if err != nil {
-		return fmt.Errorf("kafkaio: writing the abort marker of producer %d on %s[%d]: %w", p.ID, topic, partition, refusal(err))
+		return fmt.Errorf("kafkaio: writing the %s marker of producer %d on %s[%d]: %w", what, p.ID, topic, partition, refusal(err))
 	}
 	for _, rm := range resp.Markers {
 		for _, t := range rm.Topics {
 			for _, rp := range t.Partitions {
 				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("kafkaio: writing the abort marker of producer %d on %s[%d]: %w", p.ID, topic, partition, refusal(err))
+					return fmt.Errorf("kafkaio: writing the %s marker of producer %d on %s[%d]: %w", what, p.ID, topic, partition, refusal(err))
 				}
 			}
 		}

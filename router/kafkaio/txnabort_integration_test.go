@@ -200,13 +200,13 @@ func TestHangWatchAbortsAHangingTransactionApacheKafka(t *testing.T) {
 			ps, _ := aborter.Producers(context.Background(), tp.topic, tp.p)
 			for _, p := range ps {
 				if p.ID == init.ProducerID && p.TxnStart >= 0 {
-					_ = aborter.Abort(context.Background(), tp.topic, tp.p, p)
+					_ = aborter.End(context.Background(), tp.topic, tp.p, p, false)
 				}
 			}
 		}
 	}()
 	logs := &lockedBuffer{}
-	w, err := lag.NewHangWatch(la, []string{topic}, lag.WithHangInterval(200*time.Millisecond), lag.WithHangAfter(2*time.Second),
+	w, err := lag.NewHangWatch(la, []string{topic}, lag.WithHangInterval(200*time.Millisecond), lag.WithHangAfter(2*time.Second), lag.WithHangAbortAfter(time.Second),
 		lag.WithHangBootstrap(bootstrap), lag.WithHangAborter(aborter), lag.WithHangGroupOffsets(group), lag.WithHangLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestHangWatchAbortsAHangingTransactionApacheKafka(t *testing.T) {
 		return strings.Contains(logs.String(), "aborted the hanging transaction on "+topic+"[0]: producer ")
 	})
 	waitFor("the watch leaves the live transaction alone", func() bool {
-		return strings.Contains(logs.String(), fmt.Sprintf("not aborting the hanging transaction on %s[1] (offset 0): a transaction coordinator has producer %d's transaction on it in progress", topic, init.ProducerID))
+		return strings.Contains(logs.String(), fmt.Sprintf("not ending the hanging transaction on %s[1] (offset 0): a transaction coordinator has producer %d's transaction on it in progress", topic, init.ProducerID))
 	})
 	if ends, err = la.Ends(ctx, []string{topic}); err != nil {
 		t.Fatal(err)

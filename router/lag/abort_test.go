@@ -17,6 +17,7 @@ type fakeAborter struct {
 	mu        sync.Mutex
 	producers map[string][]lag.Producer // by "topic[partition]"
 	live      map[string]bool           // "topic[partition] producer"
+	decided   map[string]string         // "topic[partition] producer": "commit", "unknown" (default: abort)
 	refuse    error
 	tries     int
 	aborts    []string // "topic[partition] producer epoch/coordinator epoch"
@@ -34,14 +35,30 @@ func (f *fakeAborter) Live(_ context.Context, topic string, p int32, pr lag.Prod
 	return f.live[fmt.Sprintf("%s[%d] %d", topic, p, pr.ID)], nil
 }
 
-func (f *fakeAborter) Abort(_ context.Context, topic string, p int32, pr lag.Producer) error {
+func (f *fakeAborter) Decision(_ context.Context, topic string, p int32, pr lag.Producer) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.decided[fmt.Sprintf("%s[%d] %d", topic, p, pr.ID)] {
+	case "commit":
+		return true, nil
+	case "unknown":
+		return false, fmt.Errorf("no record of producer %d since 12:00: %w", pr.ID, lag.ErrNoDecision)
+	}
+	return false, nil
+}
+
+func (f *fakeAborter) End(_ context.Context, topic string, p int32, pr lag.Producer, commit bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tries++
 	if f.refuse != nil {
 		return f.refuse
 	}
-	f.aborts = append(f.aborts, fmt.Sprintf("%s[%d] %d %d/%d", topic, p, pr.ID, pr.Epoch, pr.CoordinatorEpoch))
+	marker := fmt.Sprintf("%s[%d] %d %d/%d", topic, p, pr.ID, pr.Epoch, pr.CoordinatorEpoch)
+	if commit {
+		marker += " commit"
+	}
+	f.aborts = append(f.aborts, marker)
 	key := fmt.Sprintf("%s[%d]", topic, p)
 	ps := append([]lag.Producer(nil), f.producers[key]...)
 	for i := range ps {
@@ -67,7 +84,7 @@ func (f *fakeAborter) aborted() []string {
 
 func newAbortHarness(t *testing.T, opts ...lag.HangOption) (*hangHarness, *fakeAborter) {
 	t.Helper()
-	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}, decided: map[string]string{}}
 	return newHangHarness(t, append(opts, lag.WithHangAborter(a))...), a
 }
 
@@ -122,7 +139,7 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 			t.Fatalf("no line %q; logs:\n%s", line, logs)
 		}
 	}
-	if !strings.Contains(logs, "not aborting the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
+	if !strings.Contains(logs, "not ending the hanging transaction on sb.pending[1] (offset 10): a transaction coordinator has producer 77's transaction on it in progress") {
 		t.Fatalf("no line says why sb.pending[1] was left alone; logs:\n%s", logs)
 	}
 	h.admin.set("sb.result", 3, 57, 57) // the markers: the stable offset reaches the high watermark
@@ -131,7 +148,7 @@ func TestHangWatchAbortsOnlyAForgottenTransaction(t *testing.T) {
 	if got := a.aborted(); len(got) != 2 {
 		t.Fatalf("aborts %v, want still two: the live producers are never aborted", got)
 	}
-	if got := strings.Count(h.logs.String(), "not aborting the hanging transaction on sb.pending[1]"); got != 1 {
+	if got := strings.Count(h.logs.String(), "not ending the hanging transaction on sb.pending[1]"); got != 1 {
 		t.Fatalf("the live producer is logged %d times, want once", got)
 	}
 }
@@ -150,7 +167,7 @@ func TestHangWatchWaitsForARecentWriter(t *testing.T) {
 	if got := a.aborted(); len(got) != 0 {
 		t.Fatalf("aborts %v at t=50s, want none: producer 9 wrote 10 s ago", got)
 	}
-	if !strings.Contains(h.logs.String(), "not aborting the hanging transaction on sb.result[0] (offset 100): producer 9 wrote 10s ago, less than 25s") {
+	if !strings.Contains(h.logs.String(), "not ending the hanging transaction on sb.result[0] (offset 100): producer 9 wrote 10s ago, less than 25s") {
 		t.Fatalf("no line says why producer 9 was left alone; logs:\n%s", h.logs.String())
 	}
 	h.next() // t=60s: 20 s
@@ -203,7 +220,7 @@ func TestHangWatchStopsTryingWhenRefused(t *testing.T) {
 		h.next()
 	}
 	logs := h.logs.String()
-	if got := strings.Count(logs, "could not abort the hanging transaction on sb.result[2]"); got != 1 {
+	if got := strings.Count(logs, "could not end the hanging transaction on sb.result[2]"); got != 1 {
 		t.Fatalf("the refusal is logged %d times, want once; logs:\n%s", got, logs)
 	}
 	if !strings.Contains(logs, "ClusterAction") || !strings.Contains(logs, "abort --topic sb.result --partition 2 --start-offset 5") {
@@ -216,6 +233,42 @@ func TestHangWatchStopsTryingWhenRefused(t *testing.T) {
 	defer a.mu.Unlock()
 	if a.tries != 1 {
 		t.Fatalf("the abort was tried %d times over four hanging samples, want once", a.tries)
+	}
+}
+
+// TestHangWatchEndsATransactionAsItsCoordinatorDid: a forgotten
+// transaction whose coordinator committed it (its marker skipped on a
+// partition without a leader, KAFKA-20734) gets a commit marker, not an
+// abort that would drop records a router was told were committed; one
+// whose decision the transaction log does not hold is left alone, said
+// once with the reason.
+func TestHangWatchEndsATransactionAsItsCoordinatorDid(t *testing.T) {
+	h, a := newAbortHarness(t)
+	t0 := h.clock.Now()
+	h.admin.set("sb.result", 4, 2561, 2600)
+	h.admin.set("sb.pending", 5, 4551, 4560)
+	a.set("sb.result[4]", lag.Producer{ID: 1106, Epoch: 1, TxnStart: 2561, LastWrite: t0.Add(-time.Minute)})
+	a.set("sb.pending[5]", lag.Producer{ID: 1107, Epoch: 0, TxnStart: 4551, LastWrite: t0.Add(-time.Minute)})
+	a.decided["sb.result[4] 1106"] = "commit"
+	a.decided["sb.pending[5] 1107"] = "unknown"
+	for range 5 { // t=50s: both reported hanging
+		h.next()
+	}
+	if got := a.aborted(); len(got) != 1 || got[0] != "sb.result[4] 1106 1/0 commit" {
+		t.Fatalf("markers %v, want a commit marker for producer 1106 on sb.result[4] only", got)
+	}
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_committed_total"); got != 1 {
+		t.Fatalf("switchboard_hanging_transactions_committed_total = %v, want 1", got)
+	}
+	if got := gaugeOf(t, h.reg, "switchboard_hanging_transactions_aborted_total"); got != 0 {
+		t.Fatalf("switchboard_hanging_transactions_aborted_total = %v, want 0", got)
+	}
+	logs := h.logs.String()
+	if !strings.Contains(logs, "committed the hanging transaction on sb.result[4]: producer 1106 (epoch 1) had left it open at offset 2561") {
+		t.Fatalf("no line says the transaction was committed; logs:\n%s", logs)
+	}
+	if got := strings.Count(logs, "not ending the hanging transaction on sb.pending[5] (offset 4551): how producer 1107's coordinator ended its transaction cannot be read"); got != 1 {
+		t.Fatalf("the unreadable decision is said %d times, want once; logs:\n%s", got, logs)
 	}
 }
 
@@ -234,7 +287,7 @@ func TestOffsetsPartitionIsTheBrokers(t *testing.T) {
 // partition of __consumer_offsets, and only that partition; when that
 // topic cannot be read, the others are still watched.
 func TestHangWatchWatchesTheGroupsOffsets(t *testing.T) {
-	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}}
+	a := &fakeAborter{producers: map[string][]lag.Producer{}, live: map[string]bool{}, decided: map[string]string{}}
 	h := newHangHarness(t, lag.WithHangAborter(a), lag.WithHangGroupOffsets("switchboard-router"))
 	t0 := h.clock.Now()
 	for p := range int32(50) {

@@ -85,6 +85,7 @@ type HangWatch struct {
 	found     prometheus.Counter
 	aborter   TxnAborter // nil: watch only
 	aborted   prometheus.Counter
+	committed prometheus.Counter
 	group     string // watch its partition of OffsetsTopic too ("": not)
 
 	offsetsFailing bool // the last sample of OffsetsTopic failed (Run's goroutine only)
@@ -202,7 +203,11 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 		}),
 		aborted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_hanging_transactions_aborted_total",
-			Help: "Hanging transactions this instance aborted itself (router.abort_hanging_transactions): an abort marker written for a producer its coordinator had forgotten; see the log line for the partition, producer and offset.",
+			Help: "Hanging transactions this instance aborted itself (router.abort_hanging_transactions): an abort marker written for a producer whose coordinator had aborted the transaction, or never had the partition in it, without the marker here; see the log line for the partition, producer and offset.",
+		}),
+		committed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_hanging_transactions_committed_total",
+			Help: "Hanging transactions this instance committed itself (router.abort_hanging_transactions): a commit marker written for a producer whose coordinator had committed the transaction without writing the marker here (a partition without a leader at that moment, KAFKA-20734); see the log line for the partition, producer and offset.",
 		}),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -213,6 +218,9 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 	}
 	slices.Sort(w.topics)
 	if err := o.reg.Register(w.found); err != nil {
+		return nil, fmt.Errorf("lag: registering metrics: %w", err)
+	}
+	if err := o.reg.Register(w.committed); err != nil {
 		return nil, fmt.Errorf("lag: registering metrics: %w", err)
 	}
 	if err := o.reg.Register(w.aborted); err != nil {
