@@ -264,13 +264,14 @@ type Router struct {
 	// lag, and how often its consumer reports its own (librdkafka's
 	// statistics.interval.ms). Default 15s, at least 1s.
 	LagInterval Duration `yaml:"lag_interval"`
-	// AbortHangingTransactions says whether each instance aborts a hanging
-	// transaction on Switchboard's topics itself (an abort marker for a
-	// producer whose transaction has held a partition's last stable offset
-	// for twice the transaction timeout, silent as long, and with no
-	// transaction in progress on that partition at its coordinator); false:
-	// it only reports it, with the command to abort it. Default true. It
-	// needs ClusterAction on the cluster under ACLs.
+	// AbortHangingTransactions says whether each instance ends a hanging
+	// transaction on Switchboard's topics itself (the marker its
+	// coordinator decided, commit or abort, read from the transaction log,
+	// for a producer whose transaction holds a partition's last stable
+	// offset, silent for the transaction timeout, and with no transaction
+	// in progress on that partition at its coordinator); false: it only
+	// reports it, with the command to abort it. Default true. Under ACLs it
+	// needs ClusterAction on the cluster and Read on __transaction_state.
 	AbortHangingTransactions *bool `yaml:"abort_hanging_transactions"`
 }
 
