@@ -95,7 +95,7 @@ func TestLeaderlessCommitIsCommittedThreeBrokers(t *testing.T) {
 		t.Fatalf("the record was not delivered: %v", m)
 	}
 	node(ctx, "stop", replica) // controlled shutdown: the partition has no leader now
-	t.Cleanup(func() { // the cluster is left whole, as it was found
+	t.Cleanup(func() {         // the cluster is left whole, as it was found
 		cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer ccancel()
 		node(cctx, "start", replica)
@@ -137,12 +137,14 @@ func TestLeaderlessCommitIsCommittedThreeBrokers(t *testing.T) {
 	waitFor("the watch commits the forgotten transaction", func() bool {
 		return strings.Contains(logs.String(), "committed the hanging transaction on "+topic+"[0]")
 	})
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "group.id": txnID, "isolation.level": "read_committed",
-		"auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": bootstrap, "group.id": txnID, "isolation.level": "read_committed",
+		"auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,10 @@ func NewTxnAborter(s Settings) (*TxnAborter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: the transaction aborter's client: %w", err)
 	}
-	return &TxnAborter{cl: cl, adm: kadm.NewClient(cl), opts: opts, Timeout: 10 * time.Second,
-		Lookback: max(2*time.Minute, 4*TransactionTimeout(s))}, nil
+	return &TxnAborter{
+		cl: cl, adm: kadm.NewClient(cl), opts: opts, Timeout: 10 * time.Second,
+		Lookback: max(2*time.Minute, 4*TransactionTimeout(s)),
+	}, nil
 }
 
 // Close closes the client.
