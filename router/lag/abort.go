@@ -57,13 +57,13 @@ var ErrAbortRefused = errors.New("lag: the cluster refused the marker")
 // log does not say how the coordinator ended the transaction.
 var ErrNoDecision = errors.New("lag: the coordinator's decision is not in the transaction log")
 
-// unsafeToAbort says why the watch leaves a hanging transaction to the
+// unsafeToEnd says why the watch leaves a hanging transaction to the
 // operator.
-type unsafeToAbort struct{ why string }
+type unsafeToEnd struct{ why string }
 
-func (u unsafeToAbort) Error() string { return u.why }
+func (u unsafeToEnd) Error() string { return u.why }
 
-// abortHanging ends h's transaction, as its coordinator decided, if
+// endHanging ends h's transaction, as its coordinator decided, if
 // nothing says it may be a live one:
 // the producer whose transaction starts at h.Stable must have written
 // nothing for at least the transaction timeout (WithHangAbortAfter: a
@@ -79,17 +79,17 @@ func (u unsafeToAbort) Error() string { return u.why }
 // during its controlled shutdown. Such a transaction was committed more
 // often than not, and aborting it would throw away results, changelog
 // records and offsets a router had been told were committed. It returns
-// the producer ended, or an error: unsafeToAbort when the transaction must
+// the producer ended, or an error: unsafeToEnd when the transaction must
 // be left alone, the aborter's error otherwise.
 //
-// Once that one is aborted, every other producer with a transaction open
-// further on in the partition that passes the same two tests is aborted
-// too (returned in more): the stable offset would otherwise stop at the
+// Once that one is ended, every other producer with a transaction open
+// further on in the partition that passes the same tests is ended too,
+// each as its own coordinator decided (returned in more): the stable offset would otherwise stop at the
 // next one and take the limit again before the watch saw it. A broker
 // restart in the chaos test left two or three routers' transactions
 // forgotten on one partition (the group's offsets among them), and finding
 // them one limit after another held every takeover for minutes.
-func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) (p ended, more []ended, err error) {
+func (w *HangWatch) endHanging(ctx context.Context, h Hanging, now time.Time) (p ended, more []ended, err error) {
 	ps, err := w.aborter.Producers(ctx, h.Topic, h.Partition)
 	if err != nil {
 		return ended{}, nil, err
@@ -102,7 +102,7 @@ func (w *HangWatch) abortHanging(ctx context.Context, h Hanging, now time.Time) 
 		}
 	}
 	if !found {
-		return ended{}, nil, unsafeToAbort{fmt.Sprintf("no producer has a transaction open at offset %d", h.Stable)}
+		return ended{}, nil, unsafeToEnd{fmt.Sprintf("no producer has a transaction open at offset %d", h.Stable)}
 	}
 	if p.commit, err = w.endIfForgotten(ctx, h, p.Producer, now); err != nil {
 		return p, nil, err
@@ -130,20 +130,20 @@ type ended struct {
 func (w *HangWatch) endIfForgotten(ctx context.Context, h Hanging, p Producer, now time.Time) (commit bool, err error) {
 	switch {
 	case p.LastWrite.IsZero():
-		return false, unsafeToAbort{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
+		return false, unsafeToEnd{fmt.Sprintf("producer %d's last write has no timestamp", p.ID)}
 	case now.Sub(p.LastWrite) < w.silent:
-		return false, unsafeToAbort{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.silent)}
+		return false, unsafeToEnd{fmt.Sprintf("producer %d wrote %s ago, less than %s", p.ID, now.Sub(p.LastWrite).Round(time.Second), w.silent)}
 	}
 	live, err := w.aborter.Live(ctx, h.Topic, h.Partition, p)
 	if err != nil {
 		return false, fmt.Errorf("asking the transaction coordinators about producer %d: %w", p.ID, err)
 	}
 	if live {
-		return false, unsafeToAbort{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
+		return false, unsafeToEnd{fmt.Sprintf("a transaction coordinator has producer %d's transaction on it in progress", p.ID)}
 	}
 	commit, err = w.aborter.Decision(ctx, h.Topic, h.Partition, p)
 	if errors.Is(err, ErrNoDecision) {
-		return false, unsafeToAbort{fmt.Sprintf("how producer %d's coordinator ended its transaction cannot be read (%v), and a wrong marker would lose or expose its records", p.ID, err)}
+		return false, unsafeToEnd{fmt.Sprintf("how producer %d's coordinator ended its transaction cannot be read (%v), and a wrong marker would lose or expose its records", p.ID, err)}
 	}
 	if err != nil {
 		return false, fmt.Errorf("reading producer %d's transaction in the transaction log: %w", p.ID, err)
@@ -151,17 +151,17 @@ func (w *HangWatch) endIfForgotten(ctx context.Context, h Hanging, p Producer, n
 	return commit, w.aborter.End(ctx, h.Topic, h.Partition, p, commit)
 }
 
-// tryAbort runs abortHanging for a partition seen stuck at the same offset
+// tryEnd runs endHanging for a partition seen stuck at the same offset
 // at an earlier sample and says what came of it: one line per abort and
 // the counter; once the partition is reported hanging, one line per stuck
 // offset when it cannot or must not (the operator's command stays in the
 // first line). Until the cluster refuses it, the watch tries at each
 // sample that still finds the partition stuck.
-func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now time.Time) {
+func (w *HangWatch) tryEnd(ctx context.Context, h Hanging, st *stuckAt, now time.Time) {
 	if st == nil || st.refused {
 		return
 	}
-	p, more, err := w.abortHanging(ctx, h, now)
+	p, more, err := w.endHanging(ctx, h, now)
 	if ctx.Err() != nil {
 		return
 	}
@@ -179,7 +179,7 @@ func (w *HangWatch) tryAbort(ctx context.Context, h Hanging, st *stuckAt, now ti
 		}
 		return
 	}
-	var unsafe unsafeToAbort
+	var unsafe unsafeToEnd
 	refused := errors.Is(err, ErrAbortRefused)
 	st.refused = refused
 	if (st.abortLogged || !st.reported) && !refused { // before the report, quiet: most such transactions end by themselves

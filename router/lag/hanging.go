@@ -79,7 +79,7 @@ type HangWatch struct {
 	clock     clockwork.Clock
 	interval  time.Duration
 	after     time.Duration
-	silent    time.Duration // how long a producer must not have written before it is aborted
+	silent    time.Duration // how long a producer must not have written before its transaction is ended
 	bootstrap string
 	log       *slog.Logger
 	found     prometheus.Counter
@@ -147,7 +147,7 @@ func WithHangAfter(d time.Duration) HangOption { return func(o *hangOptions) { o
 
 // WithHangAbortAfter sets how long the producer of a transaction stuck at
 // a partition's last stable offset must have written nothing there before
-// the watch aborts it (default half DefaultHangAfter: the transaction
+// the watch ends it (default half DefaultHangAfter: the transaction
 // timeout). The watch tries as soon as it has seen the offset stuck at two
 // samples, without waiting for the report's limit: the producer's last
 // write is the broker's fact, which a router started since (a takeover,
@@ -192,7 +192,7 @@ func NewHangWatch(admin EndsAdmin, topics []string, opts ...HangOption) (*HangWa
 		return nil, ErrMissingDependency
 	}
 	if o.interval <= 0 || o.after <= 0 || o.silent < 0 {
-		return nil, fmt.Errorf("%w: interval %s, limit %s, abort after %s", ErrBadInterval, o.interval, o.after, o.silent)
+		return nil, fmt.Errorf("%w: interval %s, limit %s, end after %s", ErrBadInterval, o.interval, o.after, o.silent)
 	}
 	w := &HangWatch{
 		admin: admin, clock: o.clock, interval: o.interval, after: o.after, silent: o.silent, bootstrap: o.bootstrap, log: o.log,
@@ -332,7 +332,7 @@ func (w *HangWatch) sample(ctx context.Context) {
 		return
 	}
 	for _, s := range stuck {
-		w.tryAbort(ctx, s.h, s.st, now)
+		w.tryEnd(ctx, s.h, s.st, now)
 	}
 }
 
