@@ -51,8 +51,6 @@ func (d *atLeastOnce) produce(o *port.Output, t *track) {
 // dispatch is produce: every output waits for its acknowledgement alike.
 func (d *atLeastOnce) dispatch(o *port.Output, t *track) { d.produce(o, t) }
 
-func (d *atLeastOnce) acks() <-chan port.Ack { return d.r.sink.Acks() }
-
 func (d *atLeastOnce) ack(a port.Ack) {
 	o, ok := a.Opaque.(*port.Output)
 	if !ok {

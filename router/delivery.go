@@ -32,8 +32,6 @@ type delivery interface {
 	// it at once, outside the transaction, and commits no transaction
 	// before the broker has acknowledged it; at_least_once as produce.
 	dispatch(o *port.Output, t *track)
-	// acks is where the Sink reports deliveries.
-	acks() <-chan port.Ack
 	// ack takes the Sink's report of one output's delivery.
 	ack(a port.Ack)
 	// commitTicks returns what paces commits besides the loop's tick (nil:

@@ -127,8 +127,6 @@ func (d *exactlyOnce) dispatch(o *port.Output, _ *track) {
 	d.txBytes += int64(len(o.Key) + len(o.Value))
 }
 
-func (d *exactlyOnce) acks() <-chan port.Ack { return d.tx.Acks() }
-
 // ack takes the acknowledgement of a dispatch sent at once: a failed one of
 // the current generation fails the transaction, which is then redone (the
 // loop settles after an ack). Other failures are counted only: a failed

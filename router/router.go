@@ -293,7 +293,7 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 	defer ticker.Stop()
 	commits, stopCommits := r.d.commitTicks()
 	defer stopCommits()
-	acks := r.d.acks()
+	acks := r.sink.Acks() // a TxSink reports its sends at once there
 	for {
 		select {
 		case <-ctx.Done():
