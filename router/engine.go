@@ -536,7 +536,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 func (p *pending) resolvedEntry(outcome schemas.Outcome, persisted bool) resolvedEntry {
 	return resolvedEntry{
 		route: p.route, agent: p.agentName(), cacheKey: p.cacheKey, logKey: p.logKey, outcome: outcome,
-		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0,
+		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0, dispatchedAt: p.dispatched,
 	}
 }
 

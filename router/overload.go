@@ -17,9 +17,11 @@ import (
 //     agent's answer latency bound leaves no room before its deadline:
 //     nowMs + bound > deadline. The bound is a smoothed dispatch-to-answer
 //     time plus two mean deviations, estimated as TCP estimates a round trip
-//     (RFC 6298's gains), from the agent's answers (ok or error) only: a
-//     timeout says the agent did not answer, not how long it takes, and one
-//     ignored intent must not make every later one look late. It is checked
+//     (RFC 6298's gains), from the agent's answers (ok or error), late ones
+//     included (without them the estimate would see only the answers fast
+//     enough to count, and fall behind an agent slowing down), and not from
+//     timeouts: a timeout says the agent did not answer, not how long it
+//     takes, and one ignored intent must not make every later one look late. It is checked
 //     at intake and when an intent leaves its agent's queue, once minSamples
 //     answers were seen. With nothing in flight to the agent nothing is shed
 //     by it: the next dispatch is the probe that refreshes a stale bound.
@@ -151,6 +153,14 @@ func (a *agentRoute) observe(p *pending, o dispatchOutcome, nowMs int64) {
 	if float64(a.inFlight) >= math.Floor(l.limit) {
 		l.limit += 1 / l.limit
 		l.limit = min(l.limit, float64(a.maxInFlight))
+	}
+}
+
+// lateAnswer feeds a late answer's latency (from its intent's last dispatch
+// to now) to its agent's bound; it changes nothing else.
+func (e *engine) lateAnswer(done resolvedEntry, nowMs int64) {
+	if a := e.agents[done.agent]; a != nil && done.dispatchedAt != 0 {
+		a.latency.observe(float64(nowMs - done.dispatchedAt))
 	}
 }
 

@@ -183,3 +183,31 @@ func testInFlightLimitShrinksOnTimeoutsAndRecovers(t *testing.T, delivery string
 	}
 	h.agentView("bounded", func(v router.AgentView) bool { return v.InFlightLimit == 4 })
 }
+
+// Late answers count in the bound: an agent slowing past its intents'
+// deadlines makes the next late intents shed, although no answer arrives in
+// time any more.
+func TestLateAnswersRaiseTheLatencyBound(t *testing.T) {
+	h := start(t, overloadConfig, "at_least_once")
+	warmEcho(h) // bound 341 ms
+	for i := range 8 {
+		h.request(fmt.Sprintf("s-%d", i), "echo", `{}`)
+	}
+	h.wait(echoTopic, 16)
+	h.settle()
+	h.advance(1001 * time.Millisecond) // all eight time out
+	h.wait(results, 16)
+	h.settle()
+	h.advance(499 * time.Millisecond)
+	for i := range 8 {
+		h.answer(fmt.Sprintf("s-%d", i), "echo", `{}`) // 1.5 s after their dispatch
+	}
+	h.settle()
+	v := h.agentView("echo", func(v router.AgentView) bool { return v.AnswerLatencyMs > 1000 })
+	if v.AnswerLatencyMs > 1500+2*750 {
+		t.Fatalf("bound %d ms after late answers of 1.5 s", v.AnswerLatencyMs)
+	}
+	if got := h.counter("switchboard_responses_late_total"); got != 8 {
+		t.Fatalf("late responses %v, want 8", got)
+	}
+}

@@ -203,6 +203,7 @@ func (e *engine) onStrayResponse(rec *port.Record, resp *schemas.AgentResponse, 
 		return
 	}
 	done.route.m.late.Inc()
+	e.lateAnswer(done, nowMs)
 	if resp.Status == schemas.StatusOK {
 		e.remember(done.route, done.cacheKey, resp.Answer, nowMs, t)
 	}
