@@ -45,6 +45,17 @@ func (a *arena) output(o port.Output) *port.Output {
 // encode is codec.EncodeAs into a value chunk: the value's bytes, which a
 // sink may keep but never append to (its capacity ends with it).
 func (a *arena) encode(codec *schemas.Codec, enc schemas.Encoding, topic string, r schemas.Record) ([]byte, error) {
+	return a.encodeWith(codec, false, enc, topic, r)
+}
+
+// encodeDecoded is encode for a record whose JSON documents a Codec decoded
+// (an intent's payload, from its request or its restored pending state):
+// they are not validated again (schemas.Codec.AppendEncodeDecoded).
+func (a *arena) encodeDecoded(codec *schemas.Codec, enc schemas.Encoding, topic string, r schemas.Record) ([]byte, error) {
+	return a.encodeWith(codec, true, enc, topic, r)
+}
+
+func (a *arena) encodeWith(codec *schemas.Codec, decoded bool, enc schemas.Encoding, topic string, r schemas.Record) ([]byte, error) {
 	hint := schemas.SizeHint(r)
 	if hint > valueChunk/4 {
 		return codec.EncodeAs(enc, topic, r)
@@ -53,7 +64,13 @@ func (a *arena) encode(codec *schemas.Codec, enc schemas.Encoding, topic string,
 		a.values = make([]byte, 0, valueChunk)
 	}
 	start := len(a.values)
-	b, err := codec.AppendEncodeAs(a.values, enc, topic, r)
+	var b []byte
+	var err error
+	if decoded {
+		b, err = codec.AppendEncodeDecoded(a.values, enc, topic, r)
+	} else {
+		b, err = codec.AppendEncodeAs(a.values, enc, topic, r)
+	}
 	if err != nil {
 		return nil, err
 	}

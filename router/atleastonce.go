@@ -9,7 +9,8 @@ import (
 
 // atLeastOnce is the at_least_once delivery: a record's offset is stored for
 // the consumer's automatic commit (Source.StoreOffset) once every output it
-// caused has been acknowledged by the broker (the tracker, track.go). It
+// caused has been acknowledged by the broker (the tracker, track.go), at the
+// end of the loop's wake-up that saw the last acknowledgement. It
 // commits nothing itself, so a failure drops nothing: an output that could
 // not be delivered keeps its record's offset from advancing, and a restart
 // reads the record again.
@@ -76,13 +77,17 @@ func (*atLeastOnce) commit() {}
 
 func (d *atLeastOnce) tick(int64) { d.r.m.uncommitted.Set(float64(d.tr.lag())) }
 
-func (*atLeastOnce) groupCommit()       {}
+// groupCommit stores the offsets that advanced during the wake-up, one
+// StoreOffset per partition rather than one per record.
+func (d *atLeastOnce) groupCommit() { d.tr.flush() }
+
 func (*atLeastOnce) settle()            {}
 func (*atLeastOnce) restored(*restored) {}
 
 // revoke forgets the partitions' tracks: late acknowledgements for them are
 // ignored, and their next owner reads on from the offsets stored so far.
 func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
+	d.tr.flush() // while the partitions are still this consumer's
 	for _, tp := range tps {
 		d.tr.revoke(tp)
 	}
@@ -92,6 +97,7 @@ func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
 // outputs in flight, so that their records' offsets are stored before the
 // Source commits and closes.
 func (d *atLeastOnce) finish() {
+	defer d.tr.flush()
 	if d.inflight == 0 {
 		return
 	}

@@ -69,11 +69,12 @@ func (k *countingSink) ProduceAtOnce(o *port.Output, opaque any) error {
 func (k *countingSink) Acks() <-chan port.Ack { return k.acks }
 func (k *countingSink) Close() error          { return nil }
 func (k *countingSink) Begin() error          { return nil }
-func (k *countingSink) Commit(context.Context, map[port.TopicPartition]int64, any) error {
+func (k *countingSink) SendOffsets(context.Context, map[port.TopicPartition]int64, any) error {
 	return nil
 }
-func (k *countingSink) Abort(context.Context) error { return nil }
-func (k *countingSink) Reset() error                { return nil }
+func (k *countingSink) Commit(context.Context) error { return nil }
+func (k *countingSink) Abort(context.Context) error  { return nil }
+func (k *countingSink) Reset() error                 { return nil }
 
 // BenchmarkEventLoop measures the router without Kafka: records in through
 // an in-memory Source, outputs counted by a sink that keeps nothing. One op is

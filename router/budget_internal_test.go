@@ -227,3 +227,37 @@ func TestReadRSSReadsTheResidentSet(t *testing.T) {
 		}
 	}
 }
+
+// The gate reads the collector's figures at most every heapEvery by the
+// real clock (heapNow), not once per record: between reads it uses the
+// last ones, and a reading of the clock that went back reads again.
+func TestByteGateReadsTheHeapAtMostEveryHeapEvery(t *testing.T) {
+	defer func(old func() heapStats, oldNow func() time.Time) { gateHeap, heapNow = old, oldNow }(gateHeap, heapNow)
+	reads := 0
+	live := int64(1)
+	gateHeap = func() heapStats { reads++; return heapStats{live: live, goal: 2 * live, limit: 1000, gogc: 100} }
+	now := time.Unix(1_000_000, 0)
+	heapNow = func() time.Time { return now }
+	g := byteGate{}
+	for range 100 {
+		if g.update(1, 0, 0, time.Time{}) {
+			t.Fatal("closed on a live heap of 1")
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads of the collector's figures for 100 updates within heapEvery, want 1", reads)
+	}
+	live = 950 // past 90 % of the limit: seen only at the next read
+	if g.update(1, 0, 0, time.Time{}) || reads != 1 {
+		t.Fatalf("read again (%d reads) before heapEvery passed", reads)
+	}
+	now = now.Add(heapEvery)
+	if !g.update(1, 0, 0, time.Time{}) || reads != 2 || g.live != 950 {
+		t.Fatalf("after heapEvery: %d reads, live %d; want 2 reads, live 950 and the gate closed", reads, g.live)
+	}
+	now = now.Add(-time.Second)
+	live = 1
+	if g.update(1, 0, 0, time.Time{}) || reads != 3 {
+		t.Fatalf("the clock went back: %d reads, gate full %v; want a new read that opens it", reads, g.full)
+	}
+}

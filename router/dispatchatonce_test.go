@@ -68,6 +68,37 @@ func TestCommitWaitsForAnUnackedDispatch(t *testing.T) {
 	waitCounter(h, "switchboard_transaction_dispatch_wait_seconds", 1)
 }
 
+// The offsets go to the transaction while the dispatch is being
+// acknowledged: only the transaction's end waits for the acknowledgement.
+func TestOffsetsAreSentBeforeTheDispatchIsAcked(t *testing.T) {
+	h, commits := startGroupCommit(t)
+	h.sink.Hold()
+	t.Cleanup(h.sink.Release) // before the router's stop, which commits
+	h.request("o-1", "echo", `{}`)
+	h.wait(echoTopic, 1)
+	h.answer("o-1", "echo", `{"ok":true}`) // a result: committed at once
+	// The commit waits for the acknowledgement on the commit clock.
+	if err := commits.BlockUntilContext(h.ctx, 2); err != nil {
+		t.Fatalf("the commit never waited for the dispatch's acknowledgement: %v", err)
+	}
+	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
+	sent := h.tx.OffsetsSent()
+	if len(sent) != 1 || sent[0][reqTP] != 1 || sent[0][respTP] != 1 {
+		t.Fatalf("offsets sent before the dispatch was acknowledged: %v, want requests and responses at 1", sent)
+	}
+	if c, _, _ := h.tx.Counts(); c != 0 || h.sink.Count(results) != 0 || h.src.Stored(reqTP) != -1 {
+		t.Fatalf("%d commits, %d results, requests offset %d before the dispatch was acknowledged", c, h.sink.Count(results), h.src.Stored(reqTP))
+	}
+	h.sink.Release()
+	h.result(1)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
+		t.Fatalf("the response's offset was not committed after the acknowledgement: %v", err)
+	}
+	if got := len(h.tx.OffsetsSent()); got != 1 {
+		t.Fatalf("offsets sent %d times, want once", got)
+	}
+}
+
 // A dispatch the broker does not acknowledge in time fails the transaction:
 // it is aborted and its work redone.
 func TestUnackedDispatchTimesOutAndIsRedone(t *testing.T) {

@@ -318,7 +318,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	if p.agent.json {
 		enc = schemas.EncodingJSON
 	}
-	value, err := e.arena.encode(e.codec, enc, p.agent.topic, ar)
+	value, err := e.arena.encodeDecoded(e.codec, enc, p.agent.topic, ar)
 	if err != nil {
 		e.encodeFailed(t, err)
 		e.unpersisted(p, nowMs, t)

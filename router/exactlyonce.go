@@ -289,7 +289,9 @@ func (d *exactlyOnce) ownedOffsets() map[port.TopicPartition]int64 {
 // commit commits the open transaction with the positions of every owned
 // partition (exactly_once). Sending offsets in every transaction, even one
 // that only holds a timer's outputs, is what fences a zombie instance: its
-// commit fails once the group has moved on.
+// commit fails once the group has moved on. The offsets go to the
+// transaction while the dispatches sent at once are being acknowledged;
+// only its end (CommitTransaction) waits for those acknowledgements.
 func (d *exactlyOnce) commit() {
 	defer d.settle()
 	now := d.r.opts.clock.Now()
@@ -300,45 +302,29 @@ func (d *exactlyOnce) commit() {
 	if !d.txOpen && !d.dirty {
 		return
 	}
+	if d.assignmentLost() {
+		return
+	}
+	if offsets := d.ownedOffsets(); d.txOpen || len(offsets) > 0 {
+		if !d.sendOffsets(offsets) {
+			return // the deferred settle drops the work
+		}
+	}
 	if !d.awaitDispatches() {
 		return // the deferred settle drops the work
 	}
-	if d.r.src.AssignmentLost() {
-		// The group has moved on without this member (session timeout,
-		// fencing): a commit now might not be fenced, and another member may
-		// already be redoing this work. Drop it; the revocation follows.
-		d.abandon("assignment lost")
+	if !d.txOpen {
+		d.dirty = false // nothing owned: no offsets to commit
 		return
 	}
-	offsets := d.ownedOffsets()
-	if !d.txOpen {
-		if len(offsets) == 0 {
-			d.dirty = false
-			return
-		}
-		if err := d.tx.Begin(); err != nil {
-			d.txFailed(err)
-			return
-		}
-		d.txOpen = true
-	}
-	group, err := d.r.src.GroupMetadata()
-	if err != nil {
-		d.txFailed(&port.TxnError{Err: err, Abortable: true})
+	if d.assignmentLost() {
 		return
 	}
 	// Bounded: the loop waits here, and a commit that cannot finish in this
 	// time is better aborted and redone.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for try := 1; ; try++ {
-		err = d.tx.Commit(ctx, offsets, group)
-		var te *port.TxnError
-		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := retried(ctx, func() error { return d.tx.Commit(ctx) }); err != nil {
 		d.txFailed(err)
 		return
 	}
@@ -349,6 +335,54 @@ func (d *exactlyOnce) commit() {
 	d.r.m.txRecords.Observe(float64(d.txRecords))
 	d.r.m.txOutputs.Observe(float64(d.txOutputs))
 	d.txRecords, d.txOutputs = 0, 0
+}
+
+// assignmentLost drops the work when the group has moved on without this
+// member (session timeout, fencing): a commit now might not be fenced, and
+// another member may already be redoing this work. The revocation follows.
+func (d *exactlyOnce) assignmentLost() bool {
+	if !d.r.src.AssignmentLost() {
+		return false
+	}
+	d.abandon("assignment lost")
+	return true
+}
+
+// sendOffsets sends offsets to the open transaction, opening one if none
+// is (moved positions alone are committed too). It reports false when the
+// transaction failed.
+func (d *exactlyOnce) sendOffsets(offsets map[port.TopicPartition]int64) bool {
+	if !d.txOpen {
+		if err := d.tx.Begin(); err != nil {
+			d.txFailed(err)
+			return false
+		}
+		d.txOpen = true
+	}
+	group, err := d.r.src.GroupMetadata()
+	if err != nil {
+		d.txFailed(&port.TxnError{Err: err, Abortable: true})
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := retried(ctx, func() error { return d.tx.SendOffsets(ctx, offsets, group) }); err != nil {
+		d.txFailed(err)
+		return false
+	}
+	return true
+}
+
+// retried runs a transaction step until it succeeds, fails for good (not a
+// retriable TxnError), has been tried five times or ctx is done.
+func retried(ctx context.Context, step func() error) error {
+	for try := 1; ; try++ {
+		err := step()
+		var te *port.TxnError
+		if err == nil || !errors.As(err, &te) || !te.Retriable || try == 5 || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // txFailed marks the open transaction failed: nothing more is produced, and

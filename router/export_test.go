@@ -1,6 +1,9 @@
 package router
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // SetMaxTxBytes sets the byte bound of an exactly_once transaction, before a
 // router starts, and returns what restores it.
@@ -15,7 +18,8 @@ func SetMaxTxBytes(n int64) (restore func()) {
 // so that a test's byte arithmetic is the budget's alone.
 func init() {
 	gateHeap = func() heapStats { return neutralHeap }
-	gateRelease = func() {} // a whole collection each time: not what router tests test
+	gateRelease = func() {}                           // a whole collection each time: not what router tests test
+	heapNow = func() time.Time { return time.Time{} } // read the stated figures at every update
 }
 
 // neutralHeap is the collector as router tests see it by default.

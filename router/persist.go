@@ -12,7 +12,7 @@ import (
 // persist writes p's state to the pending changelog.
 func (e *engine) persist(p *pending, t *track) bool {
 	p.recordInto(&e.scratch.pi)
-	state, err := e.arena.encode(e.codec, schemas.EncodingDefault, e.topics.Pending, &e.scratch.pi)
+	state, err := e.arena.encodeDecoded(e.codec, schemas.EncodingDefault, e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false

@@ -315,6 +315,20 @@ func (r *Router) loop(ctx context.Context, pollErr <-chan error) error {
 		case a := <-acks:
 			r.d.ack(a)
 			r.d.settle() // a failed dispatch fails the transaction
+			// The broker acknowledges a produce request's records
+			// together: take the others that arrived with this one, so
+			// a burst costs one select (the loop's has nine cases) and
+			// one groupCommit rather than one per output.
+		burst:
+			for n := len(acks); n > 0; n-- {
+				select {
+				case a := <-acks:
+					r.d.ack(a)
+					r.d.settle()
+				default: // settle took them (it may wait for acknowledgements)
+					break burst
+				}
+			}
 		case req := <-r.revokes:
 			r.revoke(req.tps, req.lost)
 			close(req.done)

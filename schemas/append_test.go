@@ -67,3 +67,45 @@ func sameRecord(t *testing.T, c *Codec, got, want []byte, r Record) bool {
 	}
 	return reflect.DeepEqual(g, w)
 }
+
+// TestAppendEncodeDecoded: for records whose documents are well-formed it
+// writes what AppendEncodeAs writes, in both encodings and for every record
+// type; it does not validate the documents again (a broken one, which
+// AppendEncodeAs refuses, passes: the caller vouched for it), and it still
+// refuses enum symbols the schema does not know.
+func TestAppendEncodeDecoded(t *testing.T) {
+	avroCodec, _ := newAvroCodec(t)
+	jsonCodec := newJSONCodec(t)
+	for _, c := range []struct {
+		name  string
+		codec *Codec
+		enc   Encoding
+	}{{"json", jsonCodec, EncodingJSON}, {"avro", avroCodec, EncodingAvro}} {
+		for _, r := range sampleRecords() {
+			want, err := c.codec.AppendEncodeAs(nil, c.enc, "t", r)
+			if err != nil {
+				t.Fatalf("%s %T: %v", c.name, r, err)
+			}
+			got, err := c.codec.AppendEncodeDecoded(nil, c.enc, "t", r)
+			if err != nil || !sameRecord(t, c.codec, got, want, r) {
+				t.Errorf("%s %T: %q, %v; want %q", c.name, r, got, err, want)
+			}
+		}
+	}
+	broken := &AgentRequest{IntentID: "i", IntentType: "t", Agent: "a", Payload: `{"broken"`}
+	if _, err := jsonCodec.AppendEncodeAs(nil, EncodingJSON, "t", broken); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("AppendEncodeAs of a broken payload: %v, want ErrInvalidRecord", err)
+	}
+	if _, err := jsonCodec.AppendEncodeDecoded(nil, EncodingJSON, "t", broken); err != nil {
+		t.Errorf("AppendEncodeDecoded validated the payload again: %v", err)
+	}
+	for _, r := range []Record{
+		&AgentResponse{RequestID: "i", Agent: "a", Status: "maybe"},
+		&IntentResult{IntentID: "i", IntentType: "t", Outcome: "perhaps"},
+		&IntentTimeout{IntentID: "i", IntentType: "t", Reason: "whim", Fallback: FallbackNone},
+	} {
+		if _, err := jsonCodec.AppendEncodeDecoded(nil, EncodingJSON, "t", r); !errors.Is(err, ErrInvalidRecord) {
+			t.Errorf("%T with an unknown symbol: %v, want ErrInvalidRecord", r, err)
+		}
+	}
+}

@@ -11,7 +11,13 @@ import (
 // checkEncode reports whether r can be encoded: its JSON documents are
 // well-formed (an empty payload means none) and its enums hold known symbols.
 // Errors wrap ErrInvalidRecord.
-func checkEncode(r Record) error {
+func checkEncode(r Record) error { return checkRecord(r, true) }
+
+// checkRecord is checkEncode, leaving the JSON documents out unless docs.
+func checkRecord(r Record, docs bool) error {
+	if !docs {
+		return checkEnums(r)
+	}
 	switch v := r.(type) {
 	case *IntentRequest:
 		return checkDoc("payload", v.Payload)
@@ -43,6 +49,23 @@ func checkEncode(r Record) error {
 		return checkDoc("payload", v.Payload)
 	case *FallbackAnswer:
 		return checkDoc("answer", v.Answer)
+	}
+	return nil
+}
+
+// checkEnums is checkEncode without the JSON documents: the enum fields.
+func checkEnums(r Record) error {
+	switch v := r.(type) {
+	case *AgentResponse:
+		if !validStatus(v.Status) {
+			return fmt.Errorf("%w: status %q is not a Status symbol", ErrInvalidRecord, v.Status)
+		}
+	case *IntentTimeout:
+		return checkRecord(r, true) // it holds no document
+	case *IntentResult:
+		if !validOutcome(v.Outcome) {
+			return fmt.Errorf("%w: outcome %q is not an Outcome symbol", ErrInvalidRecord, v.Outcome)
+		}
 	}
 	return nil
 }

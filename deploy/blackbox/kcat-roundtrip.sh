@@ -16,7 +16,9 @@ work=$(mktemp -d)
 prefix="bb.$(date +%s).$$"
 serve_pid=
 cleanup() {
-	[[ -n $serve_pid ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
+	if [[ -n $serve_pid ]] && kill "$serve_pid" 2>/dev/null; then
+		wait "$serve_pid" 2>/dev/null || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT

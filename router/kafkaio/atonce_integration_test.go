@@ -88,7 +88,7 @@ func TestAtOnceVisibleWhileTheTransactionIsOpenApacheKafka(t *testing.T) {
 	}
 	txReader := readCommitted(t, bootstrap, txTopic)
 	defer func() { _ = txReader.Close() }()
-	if err := sink.Commit(ctx, nil, nil); err != nil {
+	if err := sink.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if m := readOne(ctx, t, txReader); string(m.Value) != "in the transaction" {

@@ -293,15 +293,16 @@ func produceTo(p *kafka.Producer, o *port.Output, opaque any) error {
 	}
 }
 
-// Commit implements port.TxSink.
-func (k *TxSink) Commit(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
-	if err := k.sendOffsets(ctx, offsets, group); err != nil {
-		return err
-	}
+// Commit implements port.TxSink: CommitTransaction flushes the open
+// transaction's outputs, then ends it (EndTxn).
+func (k *TxSink) Commit(ctx context.Context) error {
 	return k.call(ctx, "commit_transaction", func(p *kafka.Producer) error { return p.CommitTransaction(ctx) })
 }
 
-func (k *TxSink) sendOffsets(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
+// SendOffsets implements port.TxSink (AddOffsetsToTxn, then TxnOffsetCommit
+// to the group coordinator); the transaction's outputs may still be in
+// flight.
+func (k *TxSink) SendOffsets(ctx context.Context, offsets map[port.TopicPartition]int64, group any) error {
 	if len(offsets) == 0 {
 		return nil
 	}

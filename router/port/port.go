@@ -133,9 +133,15 @@ type TxSink interface {
 	Sink
 	// Begin starts a transaction.
 	Begin() error
-	// Commit sends offsets (next to read) for the consumer group described by
-	// group to the transaction, and commits it. Errors are *TxnError.
-	Commit(ctx context.Context, offsets map[TopicPartition]int64, group any) error
+	// SendOffsets sends offsets (next to read) for the consumer group
+	// described by group to the open transaction. The transaction's outputs
+	// and what ProduceAtOnce sent need not be acknowledged yet: the router
+	// sends the offsets while it waits for its dispatches' acknowledgements.
+	// Errors are *TxnError.
+	SendOffsets(ctx context.Context, offsets map[TopicPartition]int64, group any) error
+	// Commit commits the open transaction (its outputs and the offsets sent
+	// to it). Errors are *TxnError.
+	Commit(ctx context.Context) error
 	// Abort aborts the open transaction. Errors are *TxnError.
 	Abort(ctx context.Context) error
 	// Reset replaces a producer that hit a fatal error (fenced, or its

@@ -49,6 +49,7 @@ type Source struct {
 	stalled  map[port.TopicPartition]bool
 	queued   map[port.TopicPartition]int // records queued, per partition
 	stored   map[port.TopicPartition]int64
+	stores   int // StoreOffset calls
 	paused   map[port.TopicPartition]bool
 	// holdPaused: paused partitions' records are not read (HoldPaused).
 	holdPaused bool
@@ -275,6 +276,7 @@ func (s *Source) GroupMetadata() (any, error) { return "routertest-group", nil }
 func (s *Source) StoreOffset(tp port.TopicPartition, next int64) error {
 	s.mu.Lock()
 	s.stored[tp] = next
+	s.stores++
 	s.mu.Unlock()
 	s.updated.signal()
 	return nil
@@ -320,6 +322,13 @@ func (s *Source) Stored(tp port.TopicPartition) int64 {
 		return v
 	}
 	return -1
+}
+
+// StoreOffsets returns how many StoreOffset calls were made.
+func (s *Source) StoreOffsets() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stores
 }
 
 // Paused reports whether a partition is paused.

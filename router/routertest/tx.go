@@ -22,6 +22,8 @@ type TxSink struct {
 	mu       sync.Mutex
 	open     bool
 	txn      []port.Output
+	staged   map[port.TopicPartition]int64 // offsets sent to the open transaction
+	sent     []map[port.TopicPartition]int64
 	fail     []error
 	failSend map[string]error // topic -> the error of its next Produce
 	commits  int
@@ -163,8 +165,30 @@ func (k *TxSink) MaxConcurrentCommits() int {
 	return k.maxInCommit
 }
 
-// Commit implements port.TxSink.
-func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
+// SendOffsets implements port.TxSink: the offsets wait in the open
+// transaction and reach the Source when it commits.
+func (k *TxSink) SendOffsets(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.staged == nil {
+		k.staged = map[port.TopicPartition]int64{}
+	}
+	maps.Copy(k.staged, offsets)
+	k.sent = append(k.sent, maps.Clone(offsets))
+	return nil
+}
+
+// OffsetsSent returns the offsets of each SendOffsets call so far, in
+// order, committed or not.
+func (k *TxSink) OffsetsSent() []map[port.TopicPartition]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.sent)
+}
+
+// Commit implements port.TxSink: the open transaction's outputs become
+// visible and the offsets sent to it are stored in the Source.
+func (k *TxSink) Commit(context.Context) error {
 	k.mu.Lock()
 	k.inCommit++
 	k.maxInCommit = max(k.maxInCommit, k.inCommit)
@@ -185,8 +209,8 @@ func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64
 		k.mu.Unlock()
 		return err
 	}
-	txn := k.txn
-	k.txn, k.open = nil, false
+	txn, offsets := k.txn, k.staged
+	k.txn, k.staged, k.open = nil, nil, false
 	k.commits++
 	k.batches = append(k.batches, len(txn))
 	k.mu.Unlock()
@@ -203,7 +227,7 @@ func (k *TxSink) Commit(_ context.Context, offsets map[port.TopicPartition]int64
 func (k *TxSink) Abort(context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.txn, k.open = nil, false
+	k.txn, k.staged, k.open = nil, nil, false
 	k.aborts++
 	return nil
 }
@@ -212,7 +236,7 @@ func (k *TxSink) Abort(context.Context) error {
 func (k *TxSink) Reset() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.txn, k.open = nil, false
+	k.txn, k.staged, k.open = nil, nil, false
 	k.resets++
 	return nil
 }
