@@ -248,7 +248,8 @@ type AgentView struct {
 	// InFlightLimit is what may be in flight now: the adaptive limit, else
 	// MaxInFlight; absent: no bound.
 	InFlightLimit int `json:"in_flight_limit,omitempty"`
-	// AnswerLatencyMs is the answer latency bound late shedding uses.
+	// AnswerLatencyMs is the agent's typical answer time, which late
+	// shedding uses.
 	AnswerLatencyMs int64   `json:"answer_latency_ms,omitempty"`
 	Rate            float64 `json:"rate,omitempty"`
 	QueueLimit      int     `json:"queue_limit,omitempty"`
@@ -261,7 +262,7 @@ func (e *engine) agentViews(nowMs int64) []AgentView {
 		v := AgentView{
 			Name: a.name, Circuit: "none", InFlight: a.inFlight, Queued: a.queued,
 			MaxInFlight: a.maxInFlight, Rate: a.rate, QueueLimit: a.queueLimit,
-			InFlightLimit: a.inFlightCap(), AnswerLatencyMs: a.latency.bound(),
+			InFlightLimit: a.inFlightCap(), AnswerLatencyMs: a.latency.expected(),
 		}
 		if a.breaker != nil {
 			s := a.breaker.current(nowMs)

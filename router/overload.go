@@ -14,17 +14,20 @@ import (
 //
 //   - Late shedding. An intent never dispatched is shed (reason shed, with its
 //     fallback) instead of dispatched when the time it already waited plus the
-//     agent's answer latency bound leaves no room before its deadline:
-//     nowMs + bound > deadline. The bound is a smoothed dispatch-to-answer
-//     time plus two mean deviations, estimated as TCP estimates a round trip
-//     (RFC 6298's gains), from the agent's answers (ok or error), late ones
+//     agent's typical answer time leaves no room before its deadline:
+//     nowMs + expected > deadline, its answer more likely than not late.
+//     The expected time is a smoothed dispatch-to-answer time (RFC 6298's
+//     SRTT gain, 1/8) of the agent's answers (ok or error), late ones
 //     included (without them the estimate would see only the answers fast
-//     enough to count, and fall behind an agent slowing down), and not from
+//     enough to count, and fall behind an agent slowing down), and not of
 //     timeouts: a timeout says the agent did not answer, not how long it
-//     takes, and one ignored intent must not make every later one look late. It is checked
-//     at intake and when an intent leaves its agent's queue, once minSamples
+//     takes, and one ignored intent must not make every later one look
+//     late. It is the typical time, not an upper bound: shedding on a bound
+//     would shed most intents of an agent that answers close to its
+//     timeout, many of which it would answer in time. It is checked at
+//     intake and when an intent leaves its agent's queue, once minSamples
 //     answers were seen. With nothing in flight to the agent nothing is shed
-//     by it: the next dispatch is the probe that refreshes a stale bound.
+//     by it: the next dispatch is the probe that refreshes a stale estimate.
 //   - Adaptive in-flight limit (AIMD), for an agent with max_in_flight. It
 //     starts there; a dispatched intent reaching its deadline halves it from
 //     what was in flight (at most once per round trip: a timeout of an intent
@@ -53,38 +56,42 @@ const (
 	shedQueueFull = "queue_full" // its agent's queue held queue_limit
 )
 
-// minSamples: answers seen before late shedding trusts the bound (the
-// smoothed latency's gain is 1/8).
+// minSamples: answers seen before late shedding trusts the estimate (its
+// gain is 1/8).
 const minSamples = 8
 
-// answerLatency estimates how long an agent takes to answer, in ms, as TCP
-// estimates a round trip (RFC 6298: gains 1/8 and 1/4).
+// answerLatency estimates how long an agent takes to answer, in ms: the
+// smoothed dispatch-to-answer time (gain 1/8, as RFC 6298's SRTT).
+//
+// Late shedding compares against this typical time, not an upper bound
+// (the smoothed time plus deviations): an intent is shed only when its
+// answer would more likely than not come after its deadline. With an upper
+// bound, an agent whose answers take close to its intents' timeout (a
+// mean of 800 ms with a 200 ms spread under a 1 s timeout) would have a
+// bound past the timeout, and every intent but the probe would be shed
+// although about half of them would be answered in time.
 type answerLatency struct {
-	srtt, rttvar float64
-	samples      int
+	srtt    float64
+	samples int
 }
 
 func (l *answerLatency) observe(ms float64) {
 	ms = max(ms, 0)
 	if l.samples == 0 {
-		l.srtt, l.rttvar = ms, ms/2
+		l.srtt = ms
 	} else {
-		l.rttvar += (math.Abs(ms-l.srtt) - l.rttvar) / 4
 		l.srtt += (ms - l.srtt) / 8
 	}
 	l.samples++
 }
 
-// bound is the latency an answer is not expected to exceed (ms): two mean
-// deviations above the mean, about its 95th percentile for a normal spread
-// (RFC 6298 takes four for a retransmission, where waiting too long is the
-// cheap mistake; here shedding too early loses an answer). 0 before the
-// first sample.
-func (l *answerLatency) bound() int64 {
+// expected is the agent's typical answer time in ms; 0 before the first
+// sample.
+func (l *answerLatency) expected() int64 {
 	if l.samples == 0 {
 		return 0
 	}
-	return int64(math.Ceil(l.srtt + 2*l.rttvar))
+	return int64(math.Ceil(l.srtt))
 }
 
 // inFlightLimit is an agent's adaptive in-flight limit.
@@ -97,7 +104,7 @@ type inFlightLimit struct {
 
 // overloadOf sets up an agent's overload state from its configuration (at
 // start and on a reload, after max_in_flight): the limit starts again from
-// max_in_flight; the latency bound learnt so far is kept.
+// max_in_flight; the answer time estimate learnt so far is kept.
 func (a *agentRoute) overloadOf(c *config.Agent) {
 	o := &c.Overload
 	a.shedsLate = o.ShedsLate()
@@ -116,17 +123,18 @@ func (a *agentRoute) inFlightCap() int {
 	return a.maxInFlight
 }
 
-// late reports whether p, never dispatched, cannot be answered before its
-// deadline by its agent's latency bound.
+// late reports whether p, never dispatched, would more likely than not be
+// answered after its deadline: its agent's typical answer time does not fit
+// in what is left.
 func (a *agentRoute) late(p *pending, nowMs int64) bool {
 	if !a.shedsLate || p.dispatched != 0 || a.inFlight == 0 || a.latency.samples < minSamples {
 		return false
 	}
-	b := a.latency.bound()
+	b := a.latency.expected()
 	return b > 0 && nowMs+b > p.deadline
 }
 
-// observe feeds how a dispatch ended to its agent's latency bound and
+// observe feeds how a dispatch ended to its agent's answer time estimate and
 // in-flight limit. p is in flight (its agent's inFlight counts it).
 func (a *agentRoute) observe(p *pending, o dispatchOutcome, nowMs int64) {
 	if o == outcomeIdle {
@@ -157,7 +165,7 @@ func (a *agentRoute) observe(p *pending, o dispatchOutcome, nowMs int64) {
 }
 
 // lateAnswer feeds a late answer's latency (from its intent's last dispatch
-// to now) to its agent's bound; it changes nothing else.
+// to now) to its agent's answer time estimate; it changes nothing else.
 func (e *engine) lateAnswer(done resolvedEntry, nowMs int64) {
 	if a := e.agents[done.agent]; a != nil && done.dispatchedAt != 0 {
 		a.latency.observe(float64(nowMs - done.dispatchedAt))
@@ -182,15 +190,15 @@ func newOverloadMetrics(reg prometheus.Registerer) (overloadMetrics, error) {
 	m := overloadMetrics{
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_intents_shed_total",
-			Help: "Intents shed at once with their fallback (outcome shed), never dispatched, by agent and cause: late (the time they waited plus the agent's answer latency bound left no room before their deadline) or queue_full (queue_limit).",
+			Help: "Intents shed at once with their fallback (outcome shed), never dispatched, by agent and cause: late (the time they waited plus the agent's typical answer time left no room before their deadline) or queue_full (queue_limit).",
 		}, []string{"agent", "cause"}),
 		inFlightLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_agent_in_flight_limit",
 			Help: "The intents an agent may have in flight now: its adaptive limit (lowered while its intents time out), else max_in_flight; 0: no bound.",
 		}, []string{"agent"}),
 		latencySeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "switchboard_agent_answer_latency_bound_seconds",
-			Help: "An agent's answer latency bound (smoothed dispatch-to-answer time plus four mean deviations): an intent that waited so long that this leaves no room before its deadline is shed.",
+			Name: "switchboard_agent_answer_latency_seconds",
+			Help: "An agent's typical answer time (smoothed dispatch-to-answer time): an intent that waited so long that this leaves no room before its deadline is shed.",
 		}, []string{"agent"}),
 	}
 	for _, c := range []prometheus.Collector{m.shed, m.inFlightLimit, m.latencySeconds} {

@@ -2,32 +2,33 @@ package router
 
 import "testing"
 
-// The latency bound follows the answers: RFC 6298's smoothing, two mean
-// deviations above the mean.
+// The answer time estimate follows the answers: RFC 6298's smoothing of the
+// mean (gain 1/8), no deviation added.
 func TestAnswerLatencyFollowsAnswers(t *testing.T) {
 	var l answerLatency
-	if l.bound() != 0 {
-		t.Fatalf("bound %d before any answer, want 0", l.bound())
+	if l.expected() != 0 {
+		t.Fatalf("expected %d before any answer, want 0", l.expected())
 	}
-	l.observe(100) // srtt 100, rttvar 50
-	if b := l.bound(); b != 200 {
-		t.Fatalf("bound after one answer of 100 ms: %d, want 200", b)
+	l.observe(100)
+	if e := l.expected(); e != 100 {
+		t.Fatalf("expected after one answer of 100 ms: %d, want 100", e)
 	}
-	for range 40 {
-		l.observe(100)
+	l.observe(900) // 100 + 800/8
+	if e := l.expected(); e != 200 {
+		t.Fatalf("expected after answers of 100 and 900 ms: %d, want 200", e)
 	}
-	if b := l.bound(); b < 100 || b > 101 {
-		t.Fatalf("bound after steady 100 ms answers: %d, want about 100", b)
-	}
-	for range 40 {
+	for range 60 {
 		l.observe(400) // the agent slows down
 	}
-	if b := l.bound(); b < 400 || b > 410 {
-		t.Fatalf("bound after steady 400 ms answers: %d, want about 400", b)
+	if e := l.expected(); e < 400 || e > 401 {
+		t.Fatalf("expected after steady 400 ms answers: %d, want about 400", e)
 	}
-	l.observe(40)
-	if b := l.bound(); b <= 400 {
-		t.Fatalf("bound after one fast answer amid slow ones: %d, want above 400 (the deviation grows)", b)
+	for range 30 { // a spread of 600 and 1,000 ms: the mean, not a bound above it
+		l.observe(600)
+		l.observe(1000)
+	}
+	if e := l.expected(); e < 760 || e > 840 {
+		t.Fatalf("expected after answers of 600 and 1,000 ms: %d, want about 800", e)
 	}
 }
 
