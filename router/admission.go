@@ -37,6 +37,11 @@ type agentRoute struct {
 	queueLimit  int // 0: no bound
 	breaker     *breaker
 
+	// Overload (overload.go): late shedding and the adaptive in-flight limit.
+	shedsLate bool
+	latency   answerLatency
+	limit     inFlightLimit
+
 	inFlight   int
 	queue      []*pending // FIFO; entries no longer queued are skipped
 	queued     int
@@ -57,6 +62,7 @@ func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agent
 	}
 	ar.burst = max(a.Rate, 1)
 	ar.tokens = ar.burst
+	ar.overloadOf(a)
 	if ar.breaker != nil {
 		ar.circuit = m.circuitState.WithLabelValues(name)
 	}
@@ -71,7 +77,7 @@ func (a *agentRoute) dispatchable() bool { return a.topic != "" }
 
 // hasCapacity reports whether a dispatch may go out now.
 func (a *agentRoute) hasCapacity(nowMs int64) bool {
-	if a.maxInFlight > 0 && a.inFlight >= a.maxInFlight {
+	if c := a.inFlightCap(); c > 0 && a.inFlight >= c {
 		return false
 	}
 	if a.rate > 0 {
@@ -87,12 +93,16 @@ func (a *agentRoute) hasCapacity(nowMs int64) bool {
 }
 
 // admit dispatches a new intent (or a retry) when its agent has capacity,
-// queues it when not, and resolves it at once when the circuit is open or
-// the queue is full.
+// queues it when not, and resolves it at once when the circuit is open, the
+// queue is full, or it is too late to be answered in time (overload.go).
 func (e *engine) admit(p *pending, nowMs int64, t *track) {
 	a := p.agent
 	if a.breaker != nil && !a.breaker.admits(nowMs) {
 		e.timeOut(p, nowMs, schemas.ReasonCircuitOpen, t)
+		return
+	}
+	if a.late(p, nowMs) {
+		e.shed(p, shedLate, nowMs, t)
 		return
 	}
 	if a.queued == 0 && a.hasCapacity(nowMs) {
@@ -100,7 +110,7 @@ func (e *engine) admit(p *pending, nowMs int64, t *track) {
 		return
 	}
 	if a.queueLimit > 0 && a.queued >= a.queueLimit {
-		e.timeOut(p, nowMs, schemas.ReasonShed, t)
+		e.shed(p, shedQueueFull, nowMs, t)
 		return
 	}
 	e.enqueue(p, nowMs, t)
@@ -174,8 +184,9 @@ func (e *engine) flush(nowMs int64) {
 	}
 }
 
-// pump dispatches queued intents while the agent has capacity, and resolves
-// them all with circuit_open while its circuit is open.
+// pump dispatches queued intents while the agent has capacity, sheds those
+// too late to be answered in time, and resolves them all with circuit_open
+// while its circuit is open.
 func (e *engine) pump(a *agentRoute, nowMs int64) {
 	for a.queued > 0 {
 		reason := schemas.TimeoutReason("")
@@ -191,11 +202,14 @@ func (e *engine) pump(a *agentRoute, nowMs int64) {
 		if p == nil {
 			return
 		}
-		if reason != "" {
+		switch {
+		case reason != "":
 			e.timeOut(p, nowMs, reason, nil)
-			continue
+		case a.late(p, nowMs):
+			e.shed(p, shedLate, nowMs, nil)
+		default:
+			e.dispatch(p, nowMs, nil)
 		}
-		e.dispatch(p, nowMs, nil)
 	}
 }
 
@@ -226,13 +240,19 @@ func (e *engine) pumpAll(nowMs int64) {
 
 // AgentView is an agent's admission state, as the API's agent view shows it.
 type AgentView struct {
-	Name        string  `json:"name"`
-	Circuit     string  `json:"circuit"` // closed, open, half_open, or none without a breaker
-	InFlight    int     `json:"in_flight"`
-	Queued      int     `json:"queued"`
-	MaxInFlight int     `json:"max_in_flight,omitempty"`
-	Rate        float64 `json:"rate,omitempty"`
-	QueueLimit  int     `json:"queue_limit,omitempty"`
+	Name        string `json:"name"`
+	Circuit     string `json:"circuit"` // closed, open, half_open, or none without a breaker
+	InFlight    int    `json:"in_flight"`
+	Queued      int    `json:"queued"`
+	MaxInFlight int    `json:"max_in_flight,omitempty"`
+	// InFlightLimit is what may be in flight now: the adaptive limit, else
+	// MaxInFlight; absent: no bound.
+	InFlightLimit int `json:"in_flight_limit,omitempty"`
+	// AnswerLatencyMs is the agent's typical answer time, which late
+	// shedding uses.
+	AnswerLatencyMs int64   `json:"answer_latency_ms,omitempty"`
+	Rate            float64 `json:"rate,omitempty"`
+	QueueLimit      int     `json:"queue_limit,omitempty"`
 }
 
 // agentViews snapshots every configured agent and updates their gauges.
@@ -242,6 +262,7 @@ func (e *engine) agentViews(nowMs int64) []AgentView {
 		v := AgentView{
 			Name: a.name, Circuit: "none", InFlight: a.inFlight, Queued: a.queued,
 			MaxInFlight: a.maxInFlight, Rate: a.rate, QueueLimit: a.queueLimit,
+			InFlightLimit: a.inFlightCap(), AnswerLatencyMs: a.latency.expected(),
 		}
 		if a.breaker != nil {
 			s := a.breaker.current(nowMs)
@@ -250,19 +271,26 @@ func (e *engine) agentViews(nowMs int64) []AgentView {
 		}
 		a.inFlightG.Set(float64(a.inFlight))
 		a.queuedG.Set(float64(a.queued))
+		e.m.inFlightLimit.WithLabelValues(a.name).Set(float64(v.InFlightLimit))
+		e.m.latencySeconds.WithLabelValues(a.name).Set(float64(v.AnswerLatencyMs) / 1000)
 		views = append(views, v)
 	}
 	return views
 }
 
-// recordOutcome tells an agent's breaker how a dispatch ended.
-func (e *engine) recordOutcome(p *pending, failed bool, nowMs int64) {
+// recordOutcome tells an agent's breaker and overload rules how a dispatch
+// ended.
+func (e *engine) recordOutcome(p *pending, o dispatchOutcome, nowMs int64) {
+	if p.phase != phaseInFlight {
+		return
+	}
+	p.agent.observe(p, o, nowMs)
 	b := p.agent.breaker
-	if b == nil || p.phase != phaseInFlight {
+	if b == nil {
 		return
 	}
 	before := b.current(nowMs)
-	after := b.record(nowMs, failed, p.probe)
+	after := b.record(nowMs, o != outcomeAnswered, p.probe)
 	p.probe = 0
 	if after != before {
 		a := p.agent

@@ -416,8 +416,10 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		outcome = schemas.OutcomeShed
 	case schemas.ReasonCircuitOpen:
 		outcome = schemas.OutcomeCircuitOpen
-	case schemas.ReasonDeadline, schemas.ReasonIdle:
-		e.recordOutcome(p, true, nowMs) // a dispatched intent that timed out is a failure
+	case schemas.ReasonDeadline:
+		e.recordOutcome(p, outcomeTimedOut, nowMs) // a dispatched intent that timed out is a failure
+	case schemas.ReasonIdle:
+		e.recordOutcome(p, outcomeIdle, nowMs)
 	}
 	e.trace.timedOut(p, reason, kind, nowMs)
 	ev := &schemas.IntentTimeout{
@@ -534,7 +536,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 func (p *pending) resolvedEntry(outcome schemas.Outcome, persisted bool) resolvedEntry {
 	return resolvedEntry{
 		route: p.route, agent: p.agentName(), cacheKey: p.cacheKey, logKey: p.logKey, outcome: outcome,
-		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0,
+		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0, dispatchedAt: p.dispatched,
 	}
 }
 

@@ -52,6 +52,7 @@ type metrics struct {
 	pendingBytes                    prometheus.Gauge
 	tenantShed                      prometheus.Counter
 	prog                            *progressMetrics // progress.go
+	overloadMetrics                                  // overload.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -186,6 +187,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.committed = m.transactions.WithLabelValues("committed")
 	var err error
 	if m.prog, err = newProgressMetrics(reg); err != nil {
+		return nil, err
+	}
+	if m.overloadMetrics, err = newOverloadMetrics(reg); err != nil {
 		return nil, err
 	}
 	m.requestSeconds = m.recordSeconds.WithLabelValues("requests")

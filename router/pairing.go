@@ -79,7 +79,7 @@ func (e *engine) onResponse(rec *port.Record, t *track, nowMs int64) {
 	e.trace.responded(p, resp, rec, current, nowMs)
 	switch resp.Status {
 	case schemas.StatusOK:
-		e.recordOutcome(p, false, nowMs)
+		e.recordOutcome(p, outcomeAnswered, nowMs)
 		e.remember(p.route, p.cacheKey, resp.Answer, nowMs, t)
 		e.resolve(p, schemas.OutcomeAnswered, resp.Answer, nil, rec.TimestampMs, nowMs, t)
 	case schemas.StatusError:
@@ -91,7 +91,7 @@ func (e *engine) onResponse(rec *port.Record, t *track, nowMs int64) {
 		if info == nil {
 			info = &schemas.ErrorInfo{Code: "agent_error", Message: "the agent reported an error without details"}
 		}
-		e.recordOutcome(p, true, nowMs)
+		e.recordOutcome(p, outcomeErrored, nowMs)
 		e.onAgentError(p, info, rec.TimestampMs, nowMs, t)
 	case schemas.StatusProgress:
 		e.onProgress(p, resp, current, t, nowMs)
@@ -203,6 +203,7 @@ func (e *engine) onStrayResponse(rec *port.Record, resp *schemas.AgentResponse, 
 		return
 	}
 	done.route.m.late.Inc()
+	e.lateAnswer(done, nowMs)
 	if resp.Status == schemas.StatusOK {
 		e.remember(done.route, done.cacheKey, resp.Answer, nowMs, t)
 	}

@@ -87,6 +87,7 @@ func (e *engine) reconfigure(cfg *config.Config, nowMs int64) {
 // starts closed; one removed admits everything from now on.
 func (a *agentRoute) retune(c *config.Agent, m *metrics, nowMs int64) {
 	a.maxInFlight, a.queueLimit = c.MaxInFlight, c.QueueLimit
+	a.overloadOf(c)
 	if a.rate > 0 && nowMs > a.refilledAt { // the tokens earned at the old rate
 		a.tokens = min(a.burst, a.tokens+float64(nowMs-a.refilledAt)*a.rate/1000)
 	}

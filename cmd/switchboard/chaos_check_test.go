@@ -80,6 +80,10 @@ type chaosVerdict struct {
 	// (the intent still has exactly one result and one timeout event); a
 	// router that pairs answers late wholesale fails pairedLateOK instead.
 	PairedLate int
+	// Shed: non-ignored intents resolved at once with their fallback
+	// (outcome shed, with a timeout event), never dispatched: the router
+	// judged them too late to be answered in time (router/overload.go).
+	Shed int
 
 	// Failures.
 	Missing        int // entered, no result
@@ -220,7 +224,8 @@ func (v *chaosVerdict) judgeOne(in *chaosIntent, rs []*schemas.IntentResult, ts 
 	}
 	r := rs[0]
 	fallback := r.Outcome == schemas.OutcomeFallbackStatic || r.Outcome == schemas.OutcomeFallbackCache
-	if fallback && len(ts) == 0 {
+	shed := r.Outcome == schemas.OutcomeShed
+	if (fallback || shed) && len(ts) == 0 {
 		v.TimeoutMissing++
 		v.example("timeout_missing", "%s: outcome %s and no timeout event", in.id, r.Outcome)
 	}
@@ -228,8 +233,13 @@ func (v *chaosVerdict) judgeOne(in *chaosIntent, rs []*schemas.IntentResult, ts 
 		v.TimeoutOrphans++
 		v.example("timeout_orphan", "%s: answered, yet %d timeout event(s) (%s)", in.id, len(ts), describeTimeouts(ts))
 	}
+	if shed && r.Timeline.DispatchedAt != nil {
+		v.WrongOutcome++
+		v.example("wrong_outcome", "%s: shed after it was dispatched", in.id)
+		return
+	}
 	if in.ignored {
-		if !fallback {
+		if !fallback && !shed {
 			v.WrongOutcome++
 			v.example("wrong_outcome", "%s: ignored by the agent, yet outcome %s", in.id, r.Outcome)
 			return
@@ -245,6 +255,8 @@ func (v *chaosVerdict) judgeOne(in *chaosIntent, rs []*schemas.IntentResult, ts 
 			return
 		}
 		v.Answered++
+	case shed:
+		v.Shed++
 	case fallback:
 		tl := r.Timeline
 		switch {
@@ -380,6 +392,9 @@ func TestChaosJudge(t *testing.T) {
 		{chaosIntent{id: "silent", payload: `{"i":16}`, acked: true}, fellBack(ms(8000), deadline+2), one, 1, 0},
 		{chaosIntent{id: "ign-answered", payload: ign, ignored: true, acked: true}, answered(ign), nil, 1, 8050},
 		{chaosIntent{id: "lost", payload: `{"i":15}`, acked: true}, nil, nil, 0, 0},
+		// Shed late, never dispatched: accepted; shed once dispatched: wrong.
+		{chaosIntent{id: "shed", payload: `{"i":17}`, acked: true}, []*schemas.IntentResult{res(schemas.OutcomeShed, &static, nil, 7000)}, one, 1, 0},
+		{chaosIntent{id: "shed-dispatched", payload: `{"i":18}`, acked: true}, []*schemas.IntentResult{res(schemas.OutcomeShed, &static, ms(6000), 7000)}, one, 1, 0},
 	}
 	var sent []chaosIntent
 	obs := chaosObserved{requests: map[string]int{}, results: map[string][]*schemas.IntentResult{}, timeouts: map[string][]*schemas.IntentTimeout{}, answeredAt: map[string]int64{}}
@@ -403,10 +418,10 @@ func TestChaosJudge(t *testing.T) {
 
 	got := judge(sent, obs, "chaos", []window{{3000, 3500}})
 	want := chaosVerdict{
-		Intents: 18, Warmup: 1, SendErrors: 2, Unpublished: 1, Entered: 16, RequestDups: 1,
-		Results: 16, Timeouts: 11, Answered: 3, Fallback: 3,
-		ExpiredUnowned: 2, NeverDispatched: 1, ResolvedLate: 1, AgentLate: 1, ExpiredOutage: 1, PairedLate: 1,
-		Missing: 1, Duplicate: 1, TimeoutDups: 1, TimeoutMissing: 1, TimeoutOrphans: 1, WrongOutcome: 3, LostAcked: 1, Strays: 2,
+		Intents: 20, Warmup: 1, SendErrors: 2, Unpublished: 1, Entered: 18, RequestDups: 1,
+		Results: 18, Timeouts: 13, Answered: 3, Fallback: 3,
+		ExpiredUnowned: 2, NeverDispatched: 1, ResolvedLate: 1, AgentLate: 1, ExpiredOutage: 1, PairedLate: 1, Shed: 1,
+		Missing: 1, Duplicate: 1, TimeoutDups: 1, TimeoutMissing: 1, TimeoutOrphans: 1, WrongOutcome: 4, LostAcked: 1, Strays: 2,
 	}
 	got.examples = nil
 	if !reflect.DeepEqual(got, want) {
@@ -415,10 +430,10 @@ func TestChaosJudge(t *testing.T) {
 
 	// Without the outage, the intent the agent never answered is wrong too.
 	got = judge(sent, obs, "chaos", nil)
-	if got.ExpiredOutage != 0 || got.WrongOutcome != 4 {
-		t.Fatalf("without outages: expired_outage=%d wrong_outcome=%d, want 0 and 4", got.ExpiredOutage, got.WrongOutcome)
+	if got.ExpiredOutage != 0 || got.WrongOutcome != 5 {
+		t.Fatalf("without outages: expired_outage=%d wrong_outcome=%d, want 0 and 5", got.ExpiredOutage, got.WrongOutcome)
 	}
-	if got.failures() != 1+1+1+1+1+4+1+2 {
+	if got.failures() != 1+1+1+1+1+5+1+2 {
 		t.Fatalf("failures %d; examples:\n%s", got.failures(), strings.Join(got.exampleLines(), "\n"))
 	}
 	// One answer in four paired late is far past the bound; one in a hundred

@@ -773,9 +773,9 @@ func (c *chaosRun) report(v *chaosVerdict, rd *chaosRead, kills, exits int64, br
 	for _, e := range v.exampleLines() {
 		c.say("example %s", e)
 	}
-	line := fmt.Sprintf("chaos: run=%s delivery=%s intents=%d results=%d missing=%d duplicate=%d timeouts=%d timeout_dups=%d answered=%d fallback=%d expired_unowned=%d kills=%d broker_restarts=%d"+
+	line := fmt.Sprintf("chaos: run=%s delivery=%s intents=%d results=%d missing=%d duplicate=%d timeouts=%d timeout_dups=%d answered=%d fallback=%d expired_unowned=%d shed=%d kills=%d broker_restarts=%d"+
 		" agent_late=%d expired_outage=%d paired_late=%d entered=%d unpublished=%d send_errors=%d timeout_missing=%d timeout_orphans=%d wrong_outcome=%d lost_acked=%d strays=%d router_exits=%d took=%s",
-		c.v.name, c.o.delivery, v.Intents, v.Results, v.Missing, v.Duplicate, v.Timeouts, v.TimeoutDups, v.Answered, v.Fallback, v.ExpiredUnowned, kills, brokerRestarts,
+		c.v.name, c.o.delivery, v.Intents, v.Results, v.Missing, v.Duplicate, v.Timeouts, v.TimeoutDups, v.Answered, v.Fallback, v.ExpiredUnowned, v.Shed, kills, brokerRestarts,
 		v.AgentLate, v.ExpiredOutage, v.PairedLate, v.Entered, v.Unpublished, v.SendErrors, v.TimeoutMissing, v.TimeoutOrphans, v.WrongOutcome, v.LostAcked, v.Strays, exits, time.Since(c.began).Round(time.Second))
 	c.t.Log(line)
 	fmt.Println(line)

@@ -124,6 +124,9 @@ type Agent struct {
 	// CircuitBreaker stops dispatching to an agent that keeps failing. Nil:
 	// no breaker.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
+	// Overload says how the agent's intents degrade past its knee (see
+	// Overload). Defaults: both rules on.
+	Overload Overload `yaml:"overload"`
 	// Demo says whether 'switchboard dev' runs a demo agent for this agent.
 	// Nil: it does. False leaves the agent's topic to the user's own agent,
 	// which the demo would otherwise answer for. serve ignores it.

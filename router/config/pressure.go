@@ -43,6 +43,7 @@ type Retry struct {
 }
 
 func (c *Config) setPressureDefaults() {
+	c.setOverloadDefaults()
 	for _, a := range c.Agents {
 		if cb := a.CircuitBreaker; cb != nil {
 			if cb.Window == 0 {
@@ -73,6 +74,7 @@ func (c *Config) setPressureDefaults() {
 
 // validatePressure checks the admission, breaker, retry and idle settings.
 func (c *Config) validatePressure(add func(msg string, path ...string)) {
+	c.validateOverload(add)
 	for name, a := range c.Agents {
 		if a.MaxInFlight < 0 {
 			add("must be 0 (no bound) or more", "agents", name, "max_in_flight")
@@ -126,3 +128,51 @@ func (c *Config) validatePressure(add func(msg string, path ...string)) {
 
 // finite reports whether f is a number: not NaN (YAML .nan) nor infinite.
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Overload is how an agent's intents degrade when they arrive faster than
+// the agent (or the router) answers them: an intent that can no longer be
+// answered in time is resolved at once with its fallback instead of being
+// dispatched to time out, and the intents the agent is given shrink while
+// they time out.
+type Overload struct {
+	// ShedLate resolves an intent shed (reason shed, with its fallback)
+	// rather than dispatching it, when the time it already waited plus the
+	// agent's recent answer latency leaves no room before its deadline.
+	// Default true.
+	ShedLate *bool `yaml:"shed_late"`
+	// AdaptiveInFlight lowers the intents in flight to the agent while
+	// dispatched intents time out (halved at most once per round trip) and
+	// raises it again with answers in time (by one per limit's worth of
+	// answers), never above max_in_flight. Intents beyond it wait in the
+	// queue. Default true.
+	AdaptiveInFlight *bool `yaml:"adaptive_in_flight"`
+	// MinInFlight is the lowest the adaptive limit goes. Default 1; at most
+	// max_in_flight when that is set.
+	MinInFlight int `yaml:"min_in_flight"`
+}
+
+// ShedsLate reports whether late intents are shed (on unless shed_late: false).
+func (o *Overload) ShedsLate() bool { return o.ShedLate == nil || *o.ShedLate }
+
+// Adapts reports whether the in-flight limit adapts (on unless
+// adaptive_in_flight: false).
+func (o *Overload) Adapts() bool { return o.AdaptiveInFlight == nil || *o.AdaptiveInFlight }
+
+func (c *Config) setOverloadDefaults() {
+	for _, a := range c.Agents {
+		if a.Overload.MinInFlight == 0 {
+			a.Overload.MinInFlight = 1
+		}
+	}
+}
+
+func (c *Config) validateOverload(add func(msg string, path ...string)) {
+	for name, a := range c.Agents {
+		switch o := a.Overload; {
+		case o.MinInFlight < 1:
+			add("must be at least 1", "agents", name, "overload", "min_in_flight")
+		case a.MaxInFlight > 0 && o.MinInFlight > a.MaxInFlight:
+			add(fmt.Sprintf("%d is more than max_in_flight (%d)", o.MinInFlight, a.MaxInFlight), "agents", name, "overload", "min_in_flight")
+		}
+	}
+}

@@ -36,6 +36,9 @@ intents:
 	if b := c.Agents["b"]; b.MaxInFlight != 0 || b.Rate != 0 || b.QueueLimit != 0 || b.CircuitBreaker != nil {
 		t.Fatalf("unlimited by default: %+v", b)
 	}
+	if o := c.Agents["b"].Overload; !o.ShedsLate() || !o.Adapts() || o.MinInFlight != 1 {
+		t.Fatalf("overload defaults %+v: want late shedding and the adaptive limit on, min_in_flight 1", o)
+	}
 	e := c.Intents["e"]
 	if e.IdleTimeout.D() != 200*time.Millisecond || e.Retry.MaxRetries != 2 || e.Retry.Backoff.D() != 100*time.Millisecond || e.Retry.MaxBackoff.D() != 5*time.Second {
 		t.Fatalf("intent %+v retry %+v", e, e.Retry)
@@ -54,6 +57,10 @@ intents:
 		{"NaN rate", "agents:\n  a:\n    rate: .nan\nintents: {e: {agent: a}}\n", `sb.yaml:3: agents.a.rate: must be 0`},
 		{"infinite rate", "agents:\n  a:\n    rate: .inf\nintents: {e: {agent: a}}\n", `sb.yaml:3: agents.a.rate: must be 0`},
 		{"NaN error rate", "agents:\n  a:\n    circuit_breaker:\n      error_rate: .nan\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.circuit_breaker.error_rate: NaN is not a share`},
+		{"min in flight negative", "agents:\n  a:\n    overload:\n      min_in_flight: -1\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.overload.min_in_flight: must be at least 1`},
+		{"min in flight above max", "agents:\n  a:\n    max_in_flight: 2\n    overload:\n      min_in_flight: 3\nintents: {e: {agent: a}}\n", `sb.yaml:5: agents.a.overload.min_in_flight: 3 is more than max_in_flight (2)`},
+		{"shed_late not a bool", "agents:\n  a:\n    overload:\n      shed_late: sometimes\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.overload.shed_late:`},
+		{"unknown overload key", "agents:\n  a:\n    overload:\n      shed: true\nintents: {e: {agent: a}}\n", `sb.yaml:4: agents.a.overload.shed: unknown key "shed"`},
 		{"unknown retry key", "agents: {a: {}}\nintents:\n  e:\n    agent: a\n    retry:\n      tries: 2\n", `sb.yaml:6: intents.e.retry.tries: unknown key "tries"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

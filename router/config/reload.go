@@ -11,13 +11,13 @@ import (
 // POST /v1/admin/reload): every intent type (added, removed or changed),
 // router.default_timeout (it reaches the router through the intent types'
 // timeouts), and each agent's admission and breaker (max_in_flight, rate,
-// queue_limit, circuit_breaker). Everything else (Kafka, topics, delivery,
+// queue_limit, overload, circuit_breaker). Everything else (Kafka, topics, delivery,
 // the other router settings, http, contexts, telemetry, log, and the set of
 // agents with their topics, groups and encodings) needs a restart.
 
 // reloadableAgentKeys are the keys of an agent a reload may change.
 var reloadableAgentKeys = map[string]bool{
-	"max_in_flight": true, "rate": true, "queue_limit": true, "circuit_breaker": true,
+	"max_in_flight": true, "rate": true, "queue_limit": true, "overload": true, "circuit_breaker": true,
 	"demo": true, // serve ignores it
 }
 

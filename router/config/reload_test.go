@@ -30,6 +30,7 @@ func TestRestartKeys(t *testing.T) {
 		{"intent timeout and fallback", "timeout: 300ms, fallback: {static: {decision: review}}", "timeout: 2s, fallback: {static: {decision: deny}}", nil},
 		{"intent added", "  echo: {agent: echo}\n", "  echo: {agent: echo}\n  echo2: {agent: echo, timeout: 1s}\n", nil},
 		{"admission and breaker", "slow: {max_in_flight: 10, rate: 5}", "slow: {max_in_flight: 3, rate: 50, queue_limit: 9, circuit_breaker: {consecutive_failures: 3}}", nil},
+		{"overload", "slow: {max_in_flight: 10, rate: 5}", "slow: {max_in_flight: 10, rate: 5, overload: {shed_late: false, adaptive_in_flight: false, min_in_flight: 2}}", nil},
 		{"default timeout", "default_timeout: 30s", "default_timeout: 5s", nil},
 		{"delivery", "delivery: exactly_once", "delivery: at_least_once", []string{"router.delivery"}},
 		{"kafka property", `linger.ms: "5"`, `linger.ms: "6"`, []string{"kafka.properties.linger.ms"}},

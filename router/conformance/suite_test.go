@@ -45,6 +45,7 @@ func run(t *testing.T, bootstrap string) {
 			t.Run("retryable_error_is_retried", e.retried)
 			t.Run("misrouted_request_is_moved", e.misrouted)
 			t.Run("id_squatting_across_tenants", e.idSquatting)
+			t.Run("late_intent_is_shed", e.lateShed) // last: it moves the router's clock 2 s ahead
 		})
 	}
 }
@@ -67,11 +68,13 @@ agents:
   echo: {topic: %[1]s.agent.echo}
   slow: {topic: %[1]s.agent.slow}
   plain: {topic: %[1]s.agent.plain, encoding: json}
+  busy: {topic: %[1]s.agent.busy}
 intents:
   echo:        {agent: echo, timeout: 5s}
   fraud_check: {agent: slow, timeout: 300ms, fallback: {cache: {max_age: 10m}, static: {decision: review}}}
   lookup:      {agent: plain, timeout: 5s}
   retried:     {agent: echo, timeout: 5s, retry: {max_retries: 1, backoff: 10ms, max_backoff: 10ms}}
+  busy:        {agent: busy, timeout: 5s, fallback: {static: {busy: true}}}
 `
 
 // awaitTimeout bounds every wait for a record: generous for a loaded CI
@@ -702,5 +705,70 @@ func (e *env) idSquatting(t *testing.T) {
 	}
 	if got := gather(e.reg, "switchboard_intents_duplicate_total"); got != dups {
 		t.Fatalf("duplicates counted: %v", got)
+	}
+}
+
+// lateShed: an intent read too late for its agent to answer in time is shed
+// with its fallback and never dispatched; one with room is dispatched; the
+// shed intent has one result, even when its request comes again.
+func (e *env) lateShed(t *testing.T) {
+	e = e.on(t)
+	// Teach busy's answer time: 8 answers, each read 2 s after its
+	// dispatch on the router's clock (2,000 ms).
+	ids := make([]string, 8)
+	for i := range ids {
+		req := e.intent("busy", `{}`, "")
+		ids[i] = req.IntentID
+		e.publish(req, time.Time{})
+	}
+	for _, id := range ids {
+		e.dispatched("busy", id)
+	}
+	e.clock.Advance(2 * time.Second)
+	for _, id := range ids {
+		e.respond(id, "busy", `{}`, e.codec.Encoding())
+	}
+	for _, id := range ids {
+		if res := e.result(id); res.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("warm-up result %+v", res)
+		}
+	}
+	inFlight := e.intent("busy", `{}`, "") // the estimate is trusted while something is in flight
+	e.publish(inFlight, time.Time{})
+	e.dispatched("busy", inFlight.IntentID)
+
+	// Waited 3.5 of its 5 s: 1.5 s left, less than the 2 s busy takes.
+	late := e.intent("busy", `{}`, "")
+	e.publish(late, e.stamp.Now().Add(-3500*time.Millisecond))
+	if to := e.timeoutEvent(late.IntentID); to.Reason != schemas.ReasonShed || to.Fallback != schemas.FallbackStatic {
+		t.Fatalf("timeout %+v, want reason shed with the static fallback", to)
+	}
+	if res := e.result(late.IntentID); res.Outcome != schemas.OutcomeShed || res.Answer == nil || string(*res.Answer) != `{"busy":true}` || res.Timeline.DispatchedAt != nil {
+		t.Fatalf("result %+v, want shed with the static answer, never dispatched", res)
+	}
+	// Waited 2 s: 3 s left, room for an answer. Its dispatch lands where
+	// the late one's would have, after it: the barrier of the check below.
+	room := e.intent("busy", `{}`, "")
+	room.IntentID = e.idBeside("busy", late.IntentID, e.cfg.Agents["busy"].Topic)
+	e.publish(room, e.stamp.Now().Add(-2*time.Second))
+	e.dispatched("busy", room.IntentID)
+	if n := e.agents["busy"].count(late.IntentID); n != 0 {
+		t.Fatalf("a shed intent was dispatched %d times", n)
+	}
+	dups := gather(e.reg, "switchboard_intents_duplicate_total")
+	e.publish(late, e.stamp.Now().Add(-3500*time.Millisecond)) // the caller's producer retries
+	e.waitMetric("switchboard_intents_duplicate_total", dups+1)
+	e.settle(late.IntentID)
+	if n := e.results.count(late.IntentID); n != 1 {
+		t.Fatalf("a shed intent has %d results", n)
+	}
+	if got := gather(e.reg, "switchboard_intents_shed_total"); got != 1 {
+		t.Fatalf("switchboard_intents_shed_total = %v, want 1", got)
+	}
+	for _, id := range []string{inFlight.IntentID, room.IntentID} {
+		e.respond(id, "busy", `{}`, e.codec.Encoding())
+		if res := e.result(id); res.Outcome != schemas.OutcomeAnswered {
+			t.Fatalf("result %+v", res)
+		}
 	}
 }
