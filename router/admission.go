@@ -52,6 +52,8 @@ type agentRoute struct {
 	circuit   prometheus.Gauge // nil without a breaker
 	inFlightG prometheus.Gauge
 	queuedG   prometheus.Gauge
+	limitG    prometheus.Gauge // the adaptive limit (overload.go)
+	latencyG  prometheus.Gauge // the typical answer time (overload.go)
 }
 
 func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agentRoute {
@@ -68,6 +70,8 @@ func newAgentRoute(name string, a *config.Agent, m *metrics, nowMs int64) *agent
 	}
 	ar.inFlightG = m.agentInFlight.WithLabelValues(name)
 	ar.queuedG = m.agentQueued.WithLabelValues(name)
+	ar.limitG = m.inFlightLimit.WithLabelValues(name)
+	ar.latencyG = m.latencySeconds.WithLabelValues(name)
 	return ar
 }
 
@@ -271,8 +275,8 @@ func (e *engine) agentViews(nowMs int64) []AgentView {
 		}
 		a.inFlightG.Set(float64(a.inFlight))
 		a.queuedG.Set(float64(a.queued))
-		e.m.inFlightLimit.WithLabelValues(a.name).Set(float64(v.InFlightLimit))
-		e.m.latencySeconds.WithLabelValues(a.name).Set(float64(v.AnswerLatencyMs) / 1000)
+		a.limitG.Set(float64(v.InFlightLimit))
+		a.latencyG.Set(float64(v.AnswerLatencyMs) / 1000)
 		views = append(views, v)
 	}
 	return views
