@@ -28,7 +28,10 @@ pending intents; and the process's CPU and RSS. With a fixed rate the JSON
 also has the run second by second (per_second, by when intents were sent:
 the observed p50 and p99, each hop's p99, how late the generator was, and
 the p99 round trip and queue latencies the router's Kafka clients
-reported), so a tail shows whether it comes in bursts and in which hop. Record timestamps
+reported), so a tail shows whether it comes in bursts and in which hop,
+and end_to_end_observed_after_2s: the observed figures of the intents sent
+from 2 s into the load, after the start-up seconds that can set a short
+run's p99. Record timestamps
 are whole milliseconds. A progress line goes to stderr every
 second; the report to stdout, as a table or with --json as JSON.
 

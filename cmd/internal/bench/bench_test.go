@@ -304,6 +304,11 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 			t.Errorf("per_second[%d]: %+v", i, s)
 		}
 	}
+	// The settled figure leaves out the first 2 s: of 2 s at 200/s, at
+	// most the last intent or so.
+	if st := l.EndToEndObservedSettled; st != nil && (st.N > 2 || st.P99 > l.EndToEndObserved.Max) {
+		t.Errorf("settled end to end: %+v, want at most the intents sent 2 s after the start", st)
+	}
 	if perSecond != r.Sent || len(r.PerSecond) < 2 || r.LoadStart == "" {
 		t.Errorf("per-second series: %d intents in %d seconds, load start %q; want all %d", perSecond, len(r.PerSecond), r.LoadStart, r.Sent)
 	}

@@ -31,6 +31,10 @@ type secondReport struct {
 	OutbufP99 float64 `json:"client_outbuf_latency_p99,omitempty"`
 }
 
+// settleTime is how long after the load's start the settled end-to-end
+// figure begins (latencies.EndToEndObservedSettled).
+const settleTime = 2 * time.Second
+
 // maxSeriesSeconds bounds the per-second series (about 160 KiB of
 // histograms a second): a longer fixed-rate run reports its first
 // maxSeriesSeconds.
