@@ -322,7 +322,7 @@ func TestDrillThreeBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if trace != nil {
-		defer trace.Close()
+		defer func() { _ = trace.Close() }()
 	}
 
 	// The load runs until the schedule is done.
