@@ -34,7 +34,7 @@ import (
 //     count. Otherwise, after an outage, the answers delayed by it leave an
 //     estimate of seconds that only one probe at a time (each moving it by
 //     1/8) could bring down, and every intent with room is shed meanwhile
-//     (the drill measured 8-10 s of one router shedding all of its intents
+//     (the drill measured 8-18 s of one router shedding all of its intents
 //     after each broker restart while the other answered its half within
 //     the deadline; BENCHMARKS.md). An intent dispatched by a previous owner
 //     of its partition (restored at a takeover) feeds nothing: its answer
