@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"math"
 	"time"
 )
 
@@ -122,5 +121,5 @@ func (w windowP99) ms() float64 {
 	if w.Cnt == 0 {
 		return 0
 	}
-	return math.Round(float64(w.P99)) / 1000
+	return float64(w.P99) / 1000
 }
