@@ -1,8 +1,6 @@
 package bench
 
-import (
-	"time"
-)
+import "time"
 
 // secondReport is one second of a fixed-rate load, by when its intents were
 // sent: their observed end to end, the p99 of each hop, how late the
