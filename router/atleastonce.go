@@ -39,7 +39,8 @@ func (d *atLeastOnce) begin(tp port.TopicPartition, offset int64) *track {
 func (d *atLeastOnce) handled(t *track) { d.tr.release(t) }
 
 // produce hands o to the Sink; t, if not nil, waits for its acknowledgement.
-// o is its own delivery opaque, so a produce allocates nothing more.
+// o is its own delivery opaque, so a produce allocates nothing more. o.Then
+// follows once o is acknowledged (ack).
 func (d *atLeastOnce) produce(o *port.Output, t *track) {
 	t.hold()
 	o.Cause = t
@@ -66,6 +67,11 @@ func (d *atLeastOnce) ack(a port.Ack) {
 		d.r.m.deliveryFailed.Inc()
 		d.tr.fail(t)
 		d.r.fail(fmt.Errorf("router: delivery to %s failed: %w", o.Topic, a.Err))
+	} else if next := o.Then; next != nil {
+		// What waited for o (a resolution marker for its result) goes now,
+		// before o's hold on t is released: t's offset waits for it too.
+		o.Then = nil
+		d.produce(next, t)
 	}
 	d.tr.release(t)
 }

@@ -183,7 +183,11 @@ func limitedEngine(t *testing.T, cfg *config.Config, maxRecordBytes int, nowMs i
 		t.Fatal(err)
 	}
 	outs := new([]*port.Output)
-	e.emit = func(o *port.Output, _ *track) { *outs = append(*outs, o) }
+	e.emit = func(o *port.Output, _ *track) { // and what follows it (Then), as one transaction would
+		for ; o != nil; o = o.Then {
+			*outs = append(*outs, o)
+		}
+	}
 	e.toAgent = e.emit
 	e.failed = func(error) {}
 	e.owns = func(int32) bool { return true }

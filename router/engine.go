@@ -510,7 +510,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		return
 	}
 	key := p.keyBytes()
-	e.emit(e.arena.output(port.Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()}), cause)
+	result := e.arena.output(port.Output{Topic: e.topics.Results, Key: key, Value: value, Headers: p.headers()})
 	// The changelog remembers the resolution (rejections too) for the dedup
 	// window, so that a duplicate request is not dispatched again, nor
 	// resolved again, even after a takeover; the window's rotation
@@ -524,8 +524,13 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		state = nil
 	}
 	if remember || p.persisted {
-		e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), cause)
+		// After the result, never before it: under at_least_once a crash
+		// between the two must leave the intent to be resolved again (a
+		// second result, which at_least_once allows), not a marker that
+		// makes the takeover skip an intent whose result was lost.
+		result.Then = e.arena.output(p.changelog(e.topics.Pending, state))
 	}
+	e.emit(result, cause)
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
 	p.route.m.resolved[outcome].Inc()
 	if p.recordTs > 0 {

@@ -111,6 +111,11 @@ func (d *exactlyOnce) produce(o *port.Output, _ *track) {
 	}
 	d.txBytes += int64(len(o.Key) + len(o.Value))
 	d.txOutputs++
+	if next := o.Then; next != nil {
+		// One transaction: both or neither, whatever the order.
+		o.Then = nil
+		d.produce(next, nil)
+	}
 }
 
 // dispatch sends o at once, outside the transaction (see exactlyOnce). Its

@@ -553,14 +553,20 @@ func TestOffsetsWaitForAcknowledgement(t *testing.T) {
 	h.sink.Hold()
 	h.answer("o-1", "echo", `{}`)
 	h.result(1)
-	if done := h.wait(pendingT, 2); !h.resolvedMarker(done, "o-1") {
-		t.Fatalf("the changelog does not record the resolution: %+v", done)
-	}
 	h.settle()
+	// The resolution marker waits for the result's acknowledgement: a crash
+	// in between must leave the intent to be resolved again, never a marker
+	// that makes the takeover skip an intent whose result was lost.
+	if n := h.sink.Count(pendingT); n != 1 {
+		t.Fatalf("%d changelog records before the result was acknowledged, want the pending state alone", n)
+	}
 	if got := h.src.Stored(respTP); got != -1 {
 		t.Fatalf("stored %d before the result was acknowledged", got)
 	}
 	h.sink.Release()
+	if done := h.wait(pendingT, 2); !h.resolvedMarker(done, "o-1") {
+		t.Fatalf("the changelog does not record the resolution: %+v", done)
+	}
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
 		t.Fatalf("response offset %d after acknowledgement, want 1", h.src.Stored(respTP))
 	}

@@ -54,6 +54,12 @@ type Output struct {
 	// the record that caused the output, so that the output is its own
 	// delivery opaque and a produce allocates nothing more.
 	Cause any
+	// Then, if set, is produced after this output and only once the broker
+	// has acknowledged it (the router's at_least_once: an intent's
+	// resolution marker after its result, so that a crash never leaves the
+	// marker without the result). Like Cause, the producer's own: a Sink
+	// leaves it alone.
+	Then *Output
 }
 
 // TopicPartition names one partition.
