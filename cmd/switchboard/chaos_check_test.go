@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -100,6 +101,16 @@ type chaosVerdict struct {
 
 func (v *chaosVerdict) failures() int {
 	return v.Missing + v.Duplicate + v.TimeoutDups + v.TimeoutMissing + v.TimeoutOrphans + v.WrongOutcome + v.LostAcked + v.Strays
+}
+
+// failuresUnder is failures by what delivery promises: at_least_once may
+// write a second result or timeout event after a crash (README, Delivery),
+// never lose one.
+func (v *chaosVerdict) failuresUnder(delivery string) int {
+	if delivery == config.AtLeastOnce {
+		return v.failures() - v.Duplicate - v.TimeoutDups
+	}
+	return v.failures()
 }
 
 // pairedLateMost is the share of the answers the agent gave in time that
@@ -435,6 +446,11 @@ func TestChaosJudge(t *testing.T) {
 	}
 	if got.failures() != 1+1+1+1+1+5+1+2 {
 		t.Fatalf("failures %d; examples:\n%s", got.failures(), strings.Join(got.exampleLines(), "\n"))
+	}
+	// at_least_once allows the duplicate and the second timeout event, not
+	// the rest.
+	if n, want := got.failuresUnder(config.AtLeastOnce), got.failures()-1-1; n != want || got.failuresUnder(config.ExactlyOnce) != got.failures() {
+		t.Fatalf("failures under at_least_once %d (want %d), under exactly_once %d", n, want, got.failuresUnder(config.ExactlyOnce))
 	}
 	// One answer in four paired late is far past the bound; one in a hundred
 	// and one is within it.
