@@ -63,8 +63,9 @@ type pending struct {
 	deadline    int64
 	attempt     int32
 	timer       timeouts.Timer
-	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
-	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
+	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
+	unsaved     *port.Output // its newest changelog record, held until the commit (deferStates)
+	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
 	retryAt     int64      // phaseRetry: when it is dispatched again
 	idleAt      int64      // phaseInFlight with an idle timeout: when it times out idle
@@ -117,6 +118,15 @@ type engine struct {
 	contexts   ContextLookup              // nil: none
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
+
+	// deferStates (exactly_once): an intent's changelog record waits for
+	// the commit (saveStates) instead of going into the open transaction
+	// at once, so that an intent resolved before the commit writes only
+	// its resolution marker (persist.go); unsaved are those waiting.
+	deferStates  bool
+	unsaved      []*pending
+	unsavedBytes int64  // the keys and values of the unsaved records, bounded with the transaction (maxTxBytes)
+	persists     uint64 // changelog states written or deferred so far (persist)
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).

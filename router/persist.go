@@ -17,9 +17,53 @@ func (e *engine) persist(p *pending, t *track) bool {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t)
+	o := e.arena.output(p.changelog(e.topics.Pending, state))
 	p.persisted = true
+	e.persists++
+	if e.deferStates {
+		if p.unsaved == nil {
+			e.unsaved = append(e.unsaved, p)
+		} else {
+			e.unsavedBytes -= outputBytes(p.unsaved)
+		}
+		p.unsaved = o // a newer state replaces one not written yet
+		e.unsavedBytes += outputBytes(o)
+		return true
+	}
+	e.emit(o, t)
 	return true
+}
+
+// saveStates writes the changelog records that wait for the commit
+// (deferStates): the newest state of each intent still pending. One resolved
+// since then writes nothing here: its resolution marker, in the same
+// transaction, says all a takeover needs, and a transaction commits whole, so
+// no reader of the changelog can tell the difference. One dropped (an
+// abort, a revocation) is redone or read again by its partition's next owner.
+func (e *engine) saveStates() {
+	for i, p := range e.unsaved {
+		if o := p.unsaved; o != nil {
+			p.unsaved = nil
+			if e.isPending(p) {
+				e.emit(o, nil)
+			}
+		}
+		e.unsaved[i] = nil
+	}
+	e.unsaved, e.unsavedBytes = e.unsaved[:0], 0
+}
+
+// outputBytes is what o weighs in a transaction: its key and value.
+func outputBytes(o *port.Output) int64 { return int64(len(o.Key) + len(o.Value)) }
+
+// dropStates forgets the changelog records waiting for the commit: their
+// transaction is dropped.
+func (e *engine) dropStates() {
+	for i, p := range e.unsaved {
+		p.unsaved = nil
+		e.unsaved[i] = nil
+	}
+	e.unsaved, e.unsavedBytes = e.unsaved[:0], 0
 }
 
 // changelog is p's record (a nil state: its tombstone) in the pending
