@@ -65,6 +65,7 @@ type pending struct {
 	timer       timeouts.Timer
 	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
 	unsaved     *port.Output // its newest changelog record, held until the commit (deferStates)
+	holds       []*track     // at_least_once: the records its unsaved record was caused by, held
 	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
 	retryAt     int64      // phaseRetry: when it is dispatched again
@@ -119,12 +120,16 @@ type engine struct {
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
-	// deferStates (exactly_once): an intent's changelog record waits for
-	// the commit (saveStates) instead of going into the open transaction
-	// at once, so that an intent resolved before the commit writes only
-	// its resolution marker (persist.go); unsaved are those waiting.
+	// deferStates: an intent's changelog record waits (for the commit,
+	// exactly_once; for one to two commit_intervals, at_least_once) instead
+	// of going out at once, so that an intent resolved meanwhile writes only
+	// its resolution marker (persist.go); unsaved are those waiting, and
+	// unsavedOld, at_least_once, those that waited one interval already.
+	// release drops a hold on a track (at_least_once's tracker).
 	deferStates  bool
 	unsaved      []*pending
+	unsavedOld   []*pending
+	release      func(*track)
 	unsavedBytes int64  // the keys and values of the unsaved records, bounded with the transaction (maxTxBytes)
 	persists     uint64 // changelog states written or deferred so far (persist)
 
@@ -420,6 +425,10 @@ func (e *engine) onExpire(_ int64, p *pending) {
 // (its agent's queue was full) or refused by an open circuit resolves shed or
 // circuit_open instead, with the fallback answer if any.
 func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, cause *track) {
+	if j := e.joinHolds(p, cause); j != cause {
+		defer e.unhold(j, cause)
+		cause = j
+	}
 	answer, outcome, kind := e.fallback(p, nowMs)
 	switch reason {
 	case schemas.ReasonShed:
@@ -474,6 +483,10 @@ func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outco
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
+	if j := e.joinHolds(p, cause); j != cause { // its state was never written
+		defer e.unhold(j, cause)
+		cause = j
+	}
 	if p.timer != (timeouts.Timer{}) {
 		e.wheel.Cancel(p.timer)
 		p.timer = timeouts.Timer{}

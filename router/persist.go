@@ -28,42 +28,111 @@ func (e *engine) persist(p *pending, t *track) bool {
 		}
 		p.unsaved = o // a newer state replaces one not written yet
 		e.unsavedBytes += outputBytes(o)
+		if t != nil { // at_least_once: t's offset waits for the state's write
+			t.hold()
+			p.holds = append(p.holds, t)
+		}
 		return true
 	}
 	e.emit(o, t)
 	return true
 }
 
-// saveStates writes the changelog records that wait for the commit
-// (deferStates): the newest state of each intent still pending. One resolved
-// since then writes nothing here: its resolution marker, in the same
-// transaction, says all a takeover needs, and a transaction commits whole, so
-// no reader of the changelog can tell the difference. One dropped (an
-// abort, a revocation) is redone or read again by its partition's next owner.
+// saveStates writes every changelog record that waits (deferStates): the
+// newest state of each intent still pending. One resolved since writes
+// nothing here: its resolution marker says all a takeover needs, and it
+// went out with the holds of the records the state was caused by
+// (joinHolds), so no record's offset is committed before either is
+// written. Under exactly_once this runs at each commit, and the marker is
+// in the same transaction, which commits whole: no reader of the changelog
+// can tell. One dropped (an abort, a revocation) is redone or read again by
+// its partition's next owner.
 func (e *engine) saveStates() {
-	for i, p := range e.unsaved {
-		if o := p.unsaved; o != nil {
-			p.unsaved = nil
-			if e.isPending(p) {
-				e.emit(o, nil)
-			}
+	e.save(e.unsavedOld)
+	e.save(e.unsaved)
+	e.unsavedOld, e.unsaved, e.unsavedBytes = e.unsavedOld[:0], e.unsaved[:0], 0
+}
+
+// ageStates (at_least_once, every commit_interval) writes the records that
+// have waited one interval already, so that each waits one to two.
+func (e *engine) ageStates() {
+	e.save(e.unsavedOld)
+	e.unsavedOld, e.unsaved = e.unsaved, e.unsavedOld[:0]
+	e.unsavedBytes = 0
+	for _, p := range e.unsavedOld {
+		if p.unsaved != nil {
+			e.unsavedBytes += outputBytes(p.unsaved)
 		}
-		e.unsaved[i] = nil
 	}
-	e.unsaved, e.unsavedBytes = e.unsaved[:0], 0
+}
+
+func (e *engine) save(ps []*pending) {
+	for i, p := range ps {
+		ps[i] = nil
+		o := p.unsaved
+		if o == nil {
+			continue
+		}
+		p.unsaved = nil
+		if !e.isPending(p) { // dropped: its partition went, and its holds with it
+			e.dropHolds(p)
+			continue
+		}
+		cause := e.joinHolds(p, nil)
+		e.emit(o, cause)
+		e.unhold(cause, nil)
+	}
+}
+
+// joinHolds returns the track that the outputs p is about to write count
+// against: cause, or, when p holds records for a state not written yet
+// (at_least_once), a joint track of those and cause, so that no record's
+// offset is committed before those outputs are acknowledged. The caller
+// ends with unhold.
+func (e *engine) joinHolds(p *pending, cause *track) *track {
+	if len(p.holds) == 0 {
+		return cause
+	}
+	parents := p.holds
+	p.holds = nil
+	if cause != nil {
+		cause.hold()
+		parents = append(parents, cause)
+	}
+	return newJoint(parents)
+}
+
+// unhold drops joinHolds' own hold on the joint track it returned.
+func (e *engine) unhold(joint, cause *track) {
+	if joint != cause && e.release != nil {
+		e.release(joint)
+	}
+}
+
+// dropHolds releases what p holds for a state it will never write.
+func (e *engine) dropHolds(p *pending) {
+	if e.release != nil {
+		for _, t := range p.holds {
+			e.release(t)
+		}
+	}
+	p.holds = nil
 }
 
 // outputBytes is what o weighs in a transaction: its key and value.
 func outputBytes(o *port.Output) int64 { return int64(len(o.Key) + len(o.Value)) }
 
-// dropStates forgets the changelog records waiting for the commit: their
-// transaction is dropped.
+// dropStates forgets the changelog records that wait (exactly_once: their
+// transaction is dropped).
 func (e *engine) dropStates() {
-	for i, p := range e.unsaved {
-		p.unsaved = nil
-		e.unsaved[i] = nil
+	for _, ps := range [][]*pending{e.unsaved, e.unsavedOld} {
+		for i, p := range ps {
+			p.unsaved = nil
+			e.dropHolds(p)
+			ps[i] = nil
+		}
 	}
-	e.unsaved, e.unsavedBytes = e.unsaved[:0], 0
+	e.unsavedOld, e.unsaved, e.unsavedBytes = e.unsavedOld[:0], e.unsaved[:0], 0
 }
 
 // changelog is p's record (a nil state: its tombstone) in the pending
