@@ -131,7 +131,9 @@ secure-check:
 # The cluster is stopped and purged whatever the drill did. Its schedule
 # waits for the replicas after each restart, so its length follows the host (BENCHMARKS.md:
 # about 4 minutes at 500/s on a quiet 2-core host, what .ci/run runs every time; 10-13 minutes
-# at 100/s at load average 35-75; DRILL_* variables: see the test).
+# at 100/s at load average 35-75; DRILL_* variables: see the test). DRILL_SHED_LATE=0 runs it with
+# the agent's overload.shed_late off; DRILL_TRACE=/abs/file writes each router's answer-time
+# estimate and shed counts once a second and the outcomes per second of sending there.
 DRILL_KAFKA_PORT ?= 19292
 # The test binary is built while the cluster starts (a JVM start is mostly waiting).
 drill:

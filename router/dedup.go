@@ -14,8 +14,9 @@ type resolvedEntry struct {
 	partition  int32
 	persisted  bool // the changelog holds a resolved record for it
 	dispatched bool // it was sent to its agent: an answer may come
-	// dispatchedAt is when it was last dispatched (ms; 0: never, or
-	// restored): a late answer tells its agent's latency (overload.go).
+	// dispatchedAt is when this router last dispatched it (ms; 0: never,
+	// or a previous owner did): a late answer tells its agent's latency
+	// (overload.go).
 	dispatchedAt int64
 }
 

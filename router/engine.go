@@ -60,6 +60,7 @@ type pending struct {
 	recordTs    int64
 	receivedAt  int64
 	dispatched  int64
+	inherited   bool // dispatched by a previous owner (restored): its answer time spans the takeover (overload.go)
 	deadline    int64
 	attempt     int32
 	timer       timeouts.Timer
@@ -339,7 +340,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	p.dispatched = nowMs
+	p.dispatched, p.inherited = nowMs, false
 	p.phase, p.retryAt, p.idleAt = phaseInFlight, 0, 0
 	if p.route.idleMs > 0 {
 		p.idleAt = nowMs + p.route.idleMs
@@ -559,7 +560,7 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 func (p *pending) resolvedEntry(outcome schemas.Outcome, persisted bool) resolvedEntry {
 	return resolvedEntry{
 		route: p.route, agent: p.agentName(), cacheKey: p.cacheKey, logKey: p.logKey, outcome: outcome,
-		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0, dispatchedAt: p.dispatched,
+		partition: p.partition, persisted: persisted, dispatched: p.dispatched != 0, dispatchedAt: p.ownDispatch(),
 	}
 }
 

@@ -28,6 +28,17 @@ import (
 //     intake and when an intent leaves its agent's queue, once minSamples
 //     answers were seen. With nothing in flight to the agent nothing is shed
 //     by it: the next dispatch is the probe that refreshes a stale estimate.
+//     The probe's answer (or that of any later dispatch, whichever comes
+//     first) replaces the estimate, as RFC 6298 re-initialises SRTT after a
+//     backoff, and answers to dispatches older than the probe no longer
+//     count. Otherwise, after an outage, the answers delayed by it leave an
+//     estimate of seconds that only one probe at a time (each moving it by
+//     1/8) could bring down, and every intent with room is shed meanwhile
+//     (the drill measured 8-18 s of one router shedding all of its intents
+//     after each broker restart while the other answered its half within
+//     the deadline; BENCHMARKS.md). An intent dispatched by a previous owner
+//     of its partition (restored at a takeover) feeds nothing: its answer
+//     time spans the takeover, not the agent's work.
 //   - Adaptive in-flight limit (AIMD), for an agent with max_in_flight. It
 //     starts there; a dispatched intent reaching its deadline halves it from
 //     what was in flight (at most once per round trip: a timeout of an intent
@@ -73,16 +84,35 @@ const minSamples = 8
 type answerLatency struct {
 	srtt    float64
 	samples int
+	probeAt int64 // ms: an outstanding probe's dispatch (an intent the estimate called late, sent with nothing in flight); 0: none
+	since   int64 // ms: answers to dispatches before this predate the last probe, and do not count
 }
 
-func (l *answerLatency) observe(ms float64) {
-	ms = max(ms, 0)
-	if l.samples == 0 {
+// observe feeds an answer, seen at nowMs, to a dispatch at dispatchedMs.
+// The first answer to a dispatch at or after an outstanding probe replaces
+// the estimate; answers to dispatches before the last such probe are
+// ignored.
+func (l *answerLatency) observe(dispatchedMs, nowMs int64) {
+	if dispatchedMs < l.since {
+		return
+	}
+	ms := float64(max(nowMs-dispatchedMs, 0))
+	switch {
+	case l.samples == 0:
 		l.srtt = ms
-	} else {
+	case l.probeAt != 0 && dispatchedMs >= l.probeAt:
+		l.srtt, l.since, l.probeAt = ms, l.probeAt, 0
+	default:
 		l.srtt += (ms - l.srtt) / 8
 	}
 	l.samples++
+}
+
+// stale reports whether an intent with deadline would be shed by the
+// estimate, and so is a probe when it goes with nothing in flight.
+func (l *answerLatency) stale(nowMs, deadline int64) bool {
+	b := l.expected()
+	return l.samples >= minSamples && b > 0 && nowMs+b > deadline
 }
 
 // expected is the agent's typical answer time in ms; 0 before the first
@@ -125,13 +155,20 @@ func (a *agentRoute) inFlightCap() int {
 
 // late reports whether p, never dispatched, would more likely than not be
 // answered after its deadline: its agent's typical answer time does not fit
-// in what is left.
+// in what is left. With nothing in flight it is not, and is the probe whose
+// answer replaces the estimate (the caller dispatches it, or queues it
+// behind a rate limit).
 func (a *agentRoute) late(p *pending, nowMs int64) bool {
-	if !a.shedsLate || p.dispatched != 0 || a.inFlight == 0 || a.latency.samples < minSamples {
+	if !a.shedsLate || p.dispatched != 0 || !a.latency.stale(nowMs, p.deadline) {
 		return false
 	}
-	b := a.latency.expected()
-	return b > 0 && nowMs+b > p.deadline
+	if a.inFlight == 0 {
+		if a.latency.probeAt == 0 {
+			a.latency.probeAt = nowMs
+		}
+		return false
+	}
+	return true
 }
 
 // observe feeds how a dispatch ended to its agent's answer time estimate and
@@ -140,8 +177,8 @@ func (a *agentRoute) observe(p *pending, o dispatchOutcome, nowMs int64) {
 	if o == outcomeIdle {
 		return
 	}
-	if o != outcomeTimedOut && p.dispatched != 0 {
-		a.latency.observe(float64(nowMs - p.dispatched))
+	if o != outcomeTimedOut && p.dispatched != 0 && !p.inherited {
+		a.latency.observe(p.dispatched, nowMs)
 	}
 	l := &a.limit
 	if !l.on {
@@ -168,8 +205,17 @@ func (a *agentRoute) observe(p *pending, o dispatchOutcome, nowMs int64) {
 // to now) to its agent's answer time estimate; it changes nothing else.
 func (e *engine) lateAnswer(done resolvedEntry, nowMs int64) {
 	if a := e.agents[done.agent]; a != nil && done.dispatchedAt != 0 {
-		a.latency.observe(float64(nowMs - done.dispatchedAt))
+		a.latency.observe(done.dispatchedAt, nowMs)
 	}
+}
+
+// ownDispatch is when this router dispatched p (ms); 0: never, or only a
+// previous owner did (a restored intent not dispatched again).
+func (p *pending) ownDispatch() int64 {
+	if p.inherited {
+		return 0
+	}
+	return p.dispatched
 }
 
 // shed resolves p at once with its fallback (outcome shed, timeout reason

@@ -6,29 +6,70 @@ import "testing"
 // mean (gain 1/8), no deviation added.
 func TestAnswerLatencyFollowsAnswers(t *testing.T) {
 	var l answerLatency
+	at := int64(0)
+	observe := func(ms int64) { at += 10; l.observe(at, at+ms) }
 	if l.expected() != 0 {
 		t.Fatalf("expected %d before any answer, want 0", l.expected())
 	}
-	l.observe(100)
+	observe(100)
 	if e := l.expected(); e != 100 {
 		t.Fatalf("expected after one answer of 100 ms: %d, want 100", e)
 	}
-	l.observe(900) // 100 + 800/8
+	observe(900) // 100 + 800/8
 	if e := l.expected(); e != 200 {
 		t.Fatalf("expected after answers of 100 and 900 ms: %d, want 200", e)
 	}
 	for range 60 {
-		l.observe(400) // the agent slows down
+		observe(400) // the agent slows down
 	}
 	if e := l.expected(); e < 400 || e > 401 {
 		t.Fatalf("expected after steady 400 ms answers: %d, want about 400", e)
 	}
 	for range 30 { // a spread of 600 and 1,000 ms: the mean, not a bound above it
-		l.observe(600)
-		l.observe(1000)
+		observe(600)
+		observe(1000)
 	}
 	if e := l.expected(); e < 760 || e > 840 {
 		t.Fatalf("expected after answers of 600 and 1,000 ms: %d, want about 800", e)
+	}
+}
+
+// A probe (an intent the estimate called late, sent with nothing in flight)
+// refreshes a stale estimate at its first answer, from it or a later
+// dispatch; answers to dispatches before it no longer count.
+func TestAnswerLatencyProbeReplacesAStaleEstimate(t *testing.T) {
+	a := &agentRoute{shedsLate: true}
+	for i := range 8 {
+		a.latency.observe(int64(i), int64(i)+9000) // answers held 9 s by an outage
+	}
+	if e := a.latency.expected(); e != 9000 {
+		t.Fatalf("expected %d, want 9000", e)
+	}
+	if a.late(&pending{deadline: 12_000}, 10_000) {
+		t.Fatal("shed with nothing in flight: it is the probe")
+	}
+	a.inFlight = 2 // the probe, then one more intent sent with room
+	if !a.late(&pending{deadline: 12_100}, 10_100) {
+		t.Fatal("not shed with the stale estimate while the probe is in flight")
+	}
+	a.latency.observe(5_000, 10_150) // an answer to a dispatch before the probe: the old estimate moves
+	if e := a.latency.expected(); e >= 9000 || e < 8000 {
+		t.Fatalf("expected %d after an older answer, want between 8000 and 9000", e)
+	}
+	a.latency.observe(10_000, 10_200) // the probe's answer: 200 ms
+	if e := a.latency.expected(); e != 200 {
+		t.Fatalf("expected %d after the probe's answer of 200 ms, want 200", e)
+	}
+	a.latency.observe(1_000, 10_300) // a straggler from before the probe: ignored
+	if e := a.latency.expected(); e != 200 {
+		t.Fatalf("expected %d after a straggler dispatched before the probe, want 200", e)
+	}
+	if a.late(&pending{deadline: 12_300}, 10_300) {
+		t.Fatal("shed a fresh intent after the probe answered in 200 ms")
+	}
+	a.latency.observe(10_250, 10_650) // later answers smooth again: 200 + 200/8
+	if e := a.latency.expected(); e != 225 {
+		t.Fatalf("expected %d, want 225", e)
 	}
 }
 

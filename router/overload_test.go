@@ -251,3 +251,88 @@ func TestLateSheddingDispatchesToASlowAgentWithRoom(t *testing.T) {
 		t.Fatalf("switchboard_intents_shed_total{cause=late} = %v, want 0", got)
 	}
 }
+
+// After an outage the answers it held back (late, seconds after their
+// dispatch) leave an estimate far above what the agent takes. The probe sent
+// with nothing in flight answers fast: its answer replaces the estimate, so
+// the next intents with room are dispatched, not shed one probe round at a
+// time (the drill after each broker restart; BENCHMARKS.md, issue 16 item 4).
+func TestLateSheddingProbeReplacesAStaleEstimate(t *testing.T) {
+	h := start(t, overloadConfig, "at_least_once")
+	warmEcho(h) // 300 ms
+	for i := range 9 {
+		h.request(fmt.Sprintf("o-%d", i), "echo", `{}`)
+	}
+	h.wait(echoTopic, 17)
+	h.settle()
+	h.advance(3 * time.Second) // an outage: all nine time out
+	h.wait(results, 17)
+	h.settle()
+	for i := range 8 { // its answers come 3 s after their dispatch
+		h.answer(fmt.Sprintf("o-%d", i), "echo", `{}`)
+	}
+	h.settle()
+	h.agentView("echo", func(v router.AgentView) bool { return v.AnswerLatencyMs > 2000 })
+
+	h.request("probe", "echo", `{}`) // nothing in flight: dispatched, the probe
+	if ar := h.agentRequest(echoTopic, 18); ar.IntentID != "probe" {
+		t.Fatalf("dispatched %s, want the probe", ar.IntentID)
+	}
+	h.request("while-probing", "echo", `{}`) // the estimate is stale but not yet refreshed: shed
+	h.wait(results, 18)
+	h.settle()
+	if res := h.resultFor("while-probing"); res.Outcome != schemas.OutcomeShed {
+		t.Fatalf("while-probing: %s, want shed", res.Outcome)
+	}
+	h.advance(50 * time.Millisecond)
+	h.answer("probe", "echo", `{}`)
+	h.wait(results, 19)
+	h.settle()
+	h.answer("o-8", "echo", `{}`) // a straggler dispatched before the probe: it does not count
+	h.settle()
+	if v := h.agentView("echo", func(v router.AgentView) bool { return v.AnswerLatencyMs < 2000 }); v.AnswerLatencyMs != 50 {
+		t.Fatalf("echo's answer time after the probe's answer in 50 ms: %d ms, want 50", v.AnswerLatencyMs)
+	}
+	h.request("f-1", "echo", `{}`)
+	h.wait(echoTopic, 19)
+	h.request("f-2", "echo", `{}`) // f-1 in flight: the estimate is trusted, and has room
+	if ar := h.agentRequest(echoTopic, 20); ar.IntentID != "f-2" {
+		t.Fatalf("dispatched %s, want f-2", ar.IntentID)
+	}
+	if got := h.counter("switchboard_intents_shed_total", "agent", "echo", "cause", "late"); got != 1 {
+		t.Fatalf("switchboard_intents_shed_total{cause=late} = %v, want 1 (while-probing)", got)
+	}
+}
+
+// An intent restored at a takeover was dispatched by the previous owner: its
+// answer, in time or late, says how long the takeover took, not how long the
+// agent takes, and does not feed the new owner's estimate.
+func TestTakenOverDispatchesDoNotFeedTheAnswerTime(t *testing.T) {
+	a := start(t, overloadConfig, "at_least_once")
+	a.request("r-1", "echo", `{}`)
+	a.request("r-2", "echo", `{}`)
+	a.wait(echoTopic, 2)
+	a.wait(pendingT, 2)
+	a.stop()
+
+	b := startAt(t, t0.Add(100*time.Millisecond), overloadConfig, "at_least_once", router.WithRestorer(a.changelog()))
+	b.settle()
+	warmEcho(b) // 300 ms, at t0+400ms
+	b.advance(400 * time.Millisecond)
+	b.answer("r-1", "echo", `{}`) // 800 ms after a's dispatch, in time
+	b.wait(results, 9)
+	b.settle()
+	b.advance(700 * time.Millisecond) // r-2 times out at t0+1s
+	b.wait(results, 10)
+	b.settle()
+	b.answer("r-2", "echo", `{}`) // late: 1.5 s after a's dispatch
+	b.settle()
+	b.advance(100 * time.Millisecond) // the agents' views are published every 100 ms
+	b.settle()
+	if got := b.counter("switchboard_responses_late_total"); got != 1 {
+		t.Fatalf("late responses %v, want 1 (r-2)", got)
+	}
+	if v := b.agentView("echo", func(v router.AgentView) bool { return v.AnswerLatencyMs != 0 }); v.AnswerLatencyMs != 300 {
+		t.Fatalf("echo's answer time %d ms after the restored intents' answers, want 300 (its own answers only)", v.AnswerLatencyMs)
+	}
+}

@@ -57,7 +57,7 @@ func (e *engine) restore(partition int32, entries []port.PendingRecord, nowMs in
 		p := &pending{
 			id: pi.IntentID, key: key, logKey: rec.Key, route: r, agent: agent, partition: partition, cacheKey: pi.CacheKey, payload: pi.Payload,
 			contextRef: pi.ContextRef, sessionID: pi.SessionID, tenant: pi.Tenant, traceparent: pi.Traceparent,
-			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, deadline: pi.Deadline,
+			recordTs: pi.RecordTs, receivedAt: pi.ReceivedAt, dispatched: pi.DispatchedAt, inherited: pi.DispatchedAt != 0, deadline: pi.Deadline,
 			attempt: pi.Attempt, persisted: true, contextVersion: pi.ContextVersion, contextTs: pi.ContextTs,
 		}
 		p.readProgress(pi)

@@ -24,7 +24,14 @@ request record; result record minus response record); each hop's
 write-to-read time (a dispatch's or a result's record timestamp to when
 the agent or the caller read it: under exactly_once, the commit, its
 markers and the read_committed fetch); outcomes; the router's peak
-pending intents; and the process's CPU and RSS. Record timestamps
+pending intents; and the process's CPU and RSS. With a fixed rate the JSON
+also has the run second by second (per_second, by when intents were sent:
+the observed p50 and p99, each hop's p99, how late the generator was, and
+the p99 round trip and queue latencies the router's Kafka clients
+reported), so a tail shows whether it comes in bursts and in which hop,
+and end_to_end_observed_after_2s: the observed figures of the intents sent
+from 2 s into the load, after the start-up seconds that can set a short
+run's p99. Record timestamps
 are whole milliseconds. A progress line goes to stderr every
 second; the report to stdout, as a table or with --json as JSON.
 

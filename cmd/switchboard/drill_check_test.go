@@ -32,6 +32,10 @@ type drillFigures struct {
 	GapAt              int64            // unix ms where the longest gap began
 	P99                [3]time.Duration // before, during, after the disturbances
 	Counted            [3]int
+	// By the phase of the send (before, during, after), every intent sent
+	// then counted: the share answered within the deadline, and the share
+	// shed (outcome shed: late shedding or a full queue).
+	InDeadlineBy, ShedBy [3]float64
 }
 
 // figures computes the drill's figures: phases are split at duringFrom and
@@ -45,24 +49,11 @@ func figures(ins []drillIntent, deadline time.Duration, duringFrom, afterFrom, l
 	var lat [3][]int64
 	var seen []int64
 	var inTime, late, fallback, within120 int
+	var sentBy, inTimeBy, shedBy [3]int
 	for _, in := range ins {
 		if in.seenMs > 0 && in.seenMs-in.sentMs <= (120*time.Second).Milliseconds() {
 			within120++
 		}
-		switch in.outcome {
-		case "answered":
-			if in.seenMs > 0 && in.seenMs-in.sentMs <= deadline.Milliseconds() {
-				inTime++
-			} else {
-				late++
-			}
-		case "fallback_static", "fallback_cache", "timed_out":
-			fallback++
-		}
-		if in.seenMs == 0 {
-			continue
-		}
-		seen = append(seen, in.seenMs)
 		phase := 0
 		switch {
 		case in.sentMs >= afterFrom:
@@ -70,7 +61,30 @@ func figures(ins []drillIntent, deadline time.Duration, duringFrom, afterFrom, l
 		case in.sentMs >= duringFrom:
 			phase = 1
 		}
+		sentBy[phase]++
+		switch in.outcome {
+		case "answered":
+			if in.seenMs > 0 && in.seenMs-in.sentMs <= deadline.Milliseconds() {
+				inTime++
+				inTimeBy[phase]++
+			} else {
+				late++
+			}
+		case "fallback_static", "fallback_cache", "timed_out":
+			fallback++
+		case "shed":
+			shedBy[phase]++
+		}
+		if in.seenMs == 0 {
+			continue
+		}
+		seen = append(seen, in.seenMs)
 		lat[phase] = append(lat[phase], in.seenMs-in.sentMs)
+	}
+	for i := range sentBy {
+		if sentBy[i] > 0 {
+			f.InDeadlineBy[i], f.ShedBy[i] = float64(inTimeBy[i])/float64(sentBy[i]), float64(shedBy[i])/float64(sentBy[i])
+		}
 	}
 	n := float64(len(ins))
 	f.AnsweredInDeadline, f.AnsweredLate, f.Fallback = float64(inTime)/n, float64(late)/n, float64(fallback)/n
@@ -150,19 +164,24 @@ func TestDrillFigures(t *testing.T) {
 		{sentMs: s + 5010, seenMs: 0},                                  // during, never seen
 		{sentMs: s + 9500, seenMs: s + 9600, outcome: "answered"},      // after
 		{sentMs: s + 9510, seenMs: s + 9700, outcome: "rejected"},      // after
+		{sentMs: s + 9520, seenMs: s + 9530, outcome: "shed"},          // after
 	}
-	if f := figures(append(slices.Clone(ins), drillIntent{sentMs: s, seenMs: s + 120_001, outcome: "answered"}), 2*time.Second, s+5000, s+9500, s, s+10_000); share(f.Within120s) != "75.00%" {
-		t.Errorf("within 120 s: %s of 8, want 6 (one never seen, one at 120.001 s)", share(f.Within120s))
+	if f := figures(append(slices.Clone(ins), drillIntent{sentMs: s, seenMs: s + 120_001, outcome: "answered"}), 2*time.Second, s+5000, s+9500, s, s+10_000); share(f.Within120s) != "77.78%" {
+		t.Errorf("within 120 s: %s of 9, want 7 (one never seen, one at 120.001 s)", share(f.Within120s))
 	}
 	f := figures(ins, 2*time.Second, s+5000, s+9500, s, s+10_000)
-	if f.Sent != 7 || share(f.AnsweredInDeadline) != "28.57%" || share(f.AnsweredLate) != "28.57%" || share(f.Fallback) != "14.29%" || share(f.Other) != "28.57%" {
+	if f.Sent != 8 || share(f.AnsweredInDeadline) != "25.00%" || share(f.AnsweredLate) != "25.00%" || share(f.Fallback) != "12.50%" || share(f.Other) != "37.50%" {
 		t.Errorf("shares: %+v", f)
+	}
+	// By phase: before 1 of 3 in time, none shed; during none; after 1 of 3 in time, 1 of 3 shed.
+	if f.InDeadlineBy != [3]float64{1.0 / 3, 0, 1.0 / 3} || f.ShedBy != [3]float64{0, 0, 1.0 / 3} {
+		t.Errorf("by phase: in deadline %v, shed %v", f.InDeadlineBy, f.ShedBy)
 	}
 	// Seen at +100, +2100, +3000, +9000, +9600, +9700 ms: the longest gap is +3000 → +9000.
 	if f.LongestGap != 6*time.Second || f.GapAt != s+3000 {
 		t.Errorf("longest gap %s at +%dms, want 6s at +3000ms", f.LongestGap, f.GapAt-s)
 	}
-	if f.P99 != [3]time.Duration{2990 * time.Millisecond, 4 * time.Second, 190 * time.Millisecond} || f.Counted != [3]int{3, 1, 2} {
+	if f.P99 != [3]time.Duration{2990 * time.Millisecond, 4 * time.Second, 190 * time.Millisecond} || f.Counted != [3]int{3, 1, 3} {
 		t.Errorf("p99 %v over %v", f.P99, f.Counted)
 	}
 

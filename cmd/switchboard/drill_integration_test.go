@@ -41,10 +41,14 @@ import (
 //	                      controllers fence it after 9 s, the session timeout)
 //	DRILL_AFTER           load after the router kill's restart (default 30s)
 //	DRILL_LOG_DIR         keep the processes' logs there
+//	DRILL_SHED_LATE       0: the agent's overload.shed_late is false (default 1: on, the default)
+//	DRILL_TRACE           write a trace to this file: each router's answer-time estimate and
+//	                      shed counts once a second, and how the intents of each second ended
 type drillOptions struct {
 	rate                      float64
 	before, brokerDown, after time.Duration
 	logDir                    string
+	shedLate                  bool
 }
 
 const (
@@ -59,7 +63,14 @@ const (
 
 func drillOptionsFromEnv(t *testing.T) drillOptions {
 	t.Helper()
-	o := drillOptions{rate: 500, before: 20 * time.Second, brokerDown: 10 * time.Second, after: 30 * time.Second, logDir: os.Getenv("DRILL_LOG_DIR")}
+	o := drillOptions{rate: 500, before: 20 * time.Second, brokerDown: 10 * time.Second, after: 30 * time.Second, logDir: os.Getenv("DRILL_LOG_DIR"), shedLate: true}
+	switch v := os.Getenv("DRILL_SHED_LATE"); v {
+	case "", "1":
+	case "0":
+		o.shedLate = false
+	default:
+		t.Fatalf("DRILL_SHED_LATE=%q: want 0 or 1", v)
+	}
 	if v := os.Getenv("DRILL_RATE"); v != "" {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r <= 0 {
@@ -99,7 +110,7 @@ topics:
   partitions: 6
   replication_factor: 3
 agents:
-  drill: {topic: %[1]s.agent.drill.request}
+  drill: {topic: %[1]s.agent.drill.request, overload: {shed_late: %[4]t}}
 intents:
   drill:
     agent: drill
@@ -210,7 +221,7 @@ func TestDrillThreeBrokers(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfgPath := filepath.Join(dir, "switchboard.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, drillConfig, prefix, bootstrap, drillTimeout), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, drillConfig, prefix, bootstrap, drillTimeout, o.shedLate), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "enable.metrics.push": false})
@@ -305,7 +316,14 @@ func TestDrillThreeBrokers(t *testing.T) {
 	}); err != nil {
 		t.Fatal("the warm-up intents did not all get a result within a minute")
 	}
-	say("2 routers (exactly_once), %d agents, %d nodes (RF 3, min ISR 2) up; warm-up resolved; logs in %s", drillAgents, drillNodes, dir)
+	say("2 routers (exactly_once), %d agents, %d nodes (RF 3, min ISR 2) up; warm-up resolved; shed_late %t; logs in %s", drillAgents, drillNodes, o.shedLate, dir)
+	trace, err := openTrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trace != nil {
+		defer func() { _ = trace.Close() }()
+	}
 
 	// The load runs until the schedule is done.
 	var (
@@ -318,6 +336,14 @@ func TestDrillThreeBrokers(t *testing.T) {
 	loadDone := make(chan struct{})
 	loadStopped := make(chan struct{})
 	loadStart := time.Now()
+	stopTrace := func() {}
+	if trace != nil {
+		tctx, cancelTrace := context.WithCancel(ctx)
+		traced := make(chan struct{})
+		go func() { defer close(traced); traceRouters(tctx, trace, loadStart, routers) }()
+		stopTrace = func() { cancelTrace(); <-traced }
+		defer stopTrace()
+	}
 	go func() {
 		defer close(loadStopped)
 		pace := time.NewTicker(10 * time.Millisecond)
@@ -435,6 +461,7 @@ func TestDrillThreeBrokers(t *testing.T) {
 		stops.Go(func() { p.stop(30 * time.Second) })
 	}
 	stops.Wait()
+	stopTrace()
 	var cpuRouters, cpuAgents time.Duration // what each kind of process cost the host, every incarnation
 	for _, p := range routers {
 		cpuRouters += p.cpu
@@ -476,6 +503,12 @@ func TestDrillThreeBrokers(t *testing.T) {
 	for _, e := range events {
 		say("event: %s", e)
 	}
+	if trace != nil {
+		for _, e := range events {
+			fmt.Fprintf(trace, "event %s\n", e)
+		}
+		traceOutcomes(trace, ins, drillTimeout, loadStart.UnixMilli())
+	}
 	say("results by outcome: %v; timeout events by reason/fallback: %v", rd.byOutcome, rd.byReason)
 	for _, p := range all {
 		lines := logSummary(p.log())
@@ -490,10 +523,12 @@ func TestDrillThreeBrokers(t *testing.T) {
 		say("example %s", e)
 	}
 	load1, load5, _ := loadAverage()
-	line := fmt.Sprintf("drill: intents=%d rate=%.0f/s timeout=%s missing=%d duplicate=%d answered_in_deadline=%s answered_late=%s fallback=%s other=%s within_120s=%s"+
+	line := fmt.Sprintf("drill: intents=%d rate=%.0f/s timeout=%s missing=%d duplicate=%d answered_in_deadline=%s answered_late=%s fallback=%s other=%s within_120s=%s shed_late=%t"+
+		" in_deadline_before/during/after=%s/%s/%s shed_before/during/after=%s/%s/%s"+
 		" longest_gap=%s p99_before=%s p99_during=%s p99_after=%s recovery_broker_kill=%s recovery_router_kill=%s rolling_restart=%s"+
 		" timeout_dups=%d timeout_missing=%d timeout_orphans=%d lost_acked=%d strays=%d wrong_outcome=%d paired_late=%d send_errors=%d cpu_routers=%s cpu_agents=%s cpu_harness=%s load_avg=%s/%s took=%s",
-		v.Intents, o.rate, drillTimeout, v.Missing, v.Duplicate, share(f.AnsweredInDeadline), share(f.AnsweredLate), share(f.Fallback), share(f.Other), share(f.Within120s),
+		v.Intents, o.rate, drillTimeout, v.Missing, v.Duplicate, share(f.AnsweredInDeadline), share(f.AnsweredLate), share(f.Fallback), share(f.Other), share(f.Within120s), o.shedLate,
+		share(f.InDeadlineBy[0]), share(f.InDeadlineBy[1]), share(f.InDeadlineBy[2]), share(f.ShedBy[0]), share(f.ShedBy[1]), share(f.ShedBy[2]),
 		f.LongestGap.Round(time.Millisecond), f.P99[0], f.P99[1], f.P99[2], durOr(rec, recovered), durOr(recRouter, recoveredRouter), rolling.Round(time.Second),
 		v.TimeoutDups, v.TimeoutMissing, v.TimeoutOrphans, v.LostAcked, v.Strays, v.WrongOutcome, v.PairedLate, v.SendErrors, cpuRouters.Round(time.Second), cpuAgents.Round(time.Second), cpuHarness.Round(time.Second), load1, load5, time.Since(began).Round(time.Second))
 	t.Log(line)

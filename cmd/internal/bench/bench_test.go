@@ -295,8 +295,67 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if r.RouterMetrics[`switchboard_intents_dispatched_total{agent="bench"}`] < float64(r.Sent) {
 		t.Errorf("router metrics: %v", r.RouterMetrics)
 	}
+	// The per-second series covers every intent sent, second by second
+	// from the load's start.
+	var perSecond int64
+	for i, s := range r.PerSecond {
+		perSecond += s.Sent
+		if s.S < i || s.S > 3 || s.Sent <= 0 || int64(s.Results) != s.Sent || s.E2EP50 > s.E2EP99 || s.E2EP99 > l.EndToEndObserved.Max+1 || s.GenLagMax < 0 {
+			t.Errorf("per_second[%d]: %+v", i, s)
+		}
+	}
+	// The settled figure leaves out the first 2 s: of 2 s at 200/s, at
+	// most the last intent or so.
+	if st := l.EndToEndObservedSettled; st != nil && (st.N > 2 || st.P99 > l.EndToEndObserved.Max) {
+		t.Errorf("settled end to end: %+v, want at most the intents sent 2 s after the start", st)
+	}
+	if perSecond != r.Sent || len(r.PerSecond) < 2 || r.LoadStart == "" {
+		t.Errorf("per-second series: %d intents in %d seconds, load start %q; want all %d", perSecond, len(r.PerSecond), r.LoadStart, r.Sent)
+	}
 	if !strings.Contains(errOut.String(), "bench router:   1s  200/s") {
 		t.Errorf("no progress line on stderr:\n%s", errOut.String())
+	}
+}
+
+// A statistics event's latencies reach the per-second series: the highest
+// p99 over the event's brokers, in the second it arrived; windows without
+// samples count as nothing.
+func TestBenchSeriesTakesClientLatencies(t *testing.T) {
+	var b brokerStats
+	b.add(`{"name":"p#producer-1","txmsgs":5,"brokers":{
+		"127.0.0.1:9092/1":{"txbytes":10,"req":{"Produce":3},"rtt":{"p99":4200,"cnt":7},"int_latency":{"p99":15000,"cnt":7},"outbuf_latency":{"p99":900,"cnt":3}},
+		"127.0.0.1:9092/bootstrap":{"txbytes":0,"req":{},"rtt":{"p99":99000,"cnt":0},"int_latency":{"p99":0,"cnt":0},"outbuf_latency":{"p99":0,"cnt":0}}}}`)
+	b.add(`not json`)
+	ls := b.latencies()
+	if len(ls) != 1 || ls[0].RTT != 4.2 || ls[0].IntLat != 15 || ls[0].Outbuf != 0.9 {
+		t.Fatalf("latency samples %+v, want one with rtt 4.2, int_latency 15, outbuf 0.9 ms (a window with cnt 0 ignored)", ls)
+	}
+	if tot := b.total(); tot.TxMsgs != 5 || tot.Req["Produce"] != 3 {
+		t.Errorf("counters %+v", tot)
+	}
+
+	epoch := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	s := newSeries(2_000_000) // the load started 2 s after the epoch
+	for _, c := range []struct{ sentUs, e2eMs int64 }{{2_000_000, 5}, {2_500_000, 50}, {3_100_000, 7}, {1_000_000, 1}} {
+		if h := s.at(c.sentUs); h != nil {
+			h.sent++
+			h.h[sE2E].record(c.e2eMs)
+		}
+	}
+	samples := []clientLatency{
+		{At: epoch.Add(2500 * time.Millisecond), RTT: 3, IntLat: 8, Outbuf: 1},
+		{At: epoch.Add(2900 * time.Millisecond), RTT: 30, IntLat: 2, Outbuf: 0},
+		{At: epoch.Add(3200 * time.Millisecond), RTT: 4, IntLat: 1, Outbuf: 0.5},
+	}
+	got := s.report(samples, epoch.UnixMicro())
+	if len(got) != 2 {
+		t.Fatalf("series %+v: want seconds 0 and 1 (a send before the load is outside)", got)
+	}
+	if g := got[0]; g.S != 0 || g.Sent != 2 || g.E2EP50 != 5 || g.E2EP99 != 50 || g.RTTP99 != 30 || g.IntLatP99 != 8 || g.OutbufP99 != 1 {
+		t.Errorf("second 0: %+v", g)
+	}
+	if g := got[1]; g.S != 1 || g.Sent != 1 || g.E2EP99 != 7 || g.RTTP99 != 4 || g.IntLatP99 != 1 || g.OutbufP99 != 0.5 {
+		t.Errorf("second 1: %+v", g)
 	}
 }
 

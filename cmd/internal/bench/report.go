@@ -59,7 +59,8 @@ type stepUpSettings struct {
 type phaseReport struct {
 	TopicPrefix     string                  `json:"topic_prefix"`
 	OfferedPerS     float64                 `json:"offered_per_s"`
-	AchievedPerS    float64                 `json:"achieved_per_s"` // results read per second of the load window, after its first second (baseline: ignored intents count when the agent read them)
+	AchievedPerS    float64                 `json:"achieved_per_s"`       // results read per second of the load window, after its first second (baseline: ignored intents count when the agent read them)
+	LoadStart       string                  `json:"load_start,omitempty"` // when the load started (RFC 3339, UTC): to line the per-second series up with the broker's log
 	LoadS           float64                 `json:"load_s"`
 	DrainS          float64                 `json:"drain_s"`
 	Sent            int64                   `json:"sent"`
@@ -85,20 +86,30 @@ type phaseReport struct {
 	// from the load's start to after the drain.
 	BrokerPerIntent *brokerCost  `json:"broker_per_intent,omitempty"`
 	Steps           []stepReport `json:"steps,omitempty"`
-	KneePerS        *float64     `json:"knee_per_s,omitempty"`
-	StopReason      string       `json:"stop_reason,omitempty"`
+	// PerSecond is a fixed-rate load second by second (by when its intents
+	// were sent): whether its tail comes in bursts, and in which hop.
+	PerSecond  []secondReport `json:"per_second,omitempty"`
+	KneePerS   *float64       `json:"knee_per_s,omitempty"`
+	StopReason string         `json:"stop_reason,omitempty"`
 }
 
 // latencies are the bench's latency figures. Those from record timestamps
 // have a resolution of 1ms; "observed" ones are read from this process's
 // clock when a record was handed to the producer or came out of a consumer.
 type latencies struct {
-	EndToEnd          latencyStats `json:"end_to_end"`                // result record − request record
-	EndToEndObserved  latencyStats `json:"end_to_end_observed"`       // result read − request sent
-	RequestToDispatch latencyStats `json:"request_to_dispatch"`       // dispatch record − request record
-	ResponseToResult  latencyStats `json:"response_to_result"`        // result record − response record
-	PublishToAgent    latencyStats `json:"publish_to_agent_observed"` // dispatch read by the agent − request sent
-	AgentToResult     latencyStats `json:"agent_to_result_observed"`  // result read − response sent
+	EndToEnd         latencyStats `json:"end_to_end"`          // result record − request record
+	EndToEndObserved latencyStats `json:"end_to_end_observed"` // result read − request sent
+	// EndToEndObservedSettled is EndToEndObserved of the intents sent
+	// from the load's settleTime on (fixed rate only): the first seconds
+	// after the router and its clients started (new topics, first
+	// transactions, fetch sessions) are slower than the rest, and in a
+	// 10 s run they alone can set the p99. Both are reported; the
+	// per-second series shows the difference.
+	EndToEndObservedSettled *latencyStats `json:"end_to_end_observed_after_2s,omitempty"`
+	RequestToDispatch       latencyStats  `json:"request_to_dispatch"`       // dispatch record − request record
+	ResponseToResult        latencyStats  `json:"response_to_result"`        // result record − response record
+	PublishToAgent          latencyStats  `json:"publish_to_agent_observed"` // dispatch read by the agent − request sent
+	AgentToResult           latencyStats  `json:"agent_to_result_observed"`  // result read − response sent
 	// A hop's write-to-read time: from a record's timestamp (set when its
 	// producer was handed it) to when its read_committed reader had it.
 	// Under exactly_once that is the router's commit, the markers and the
@@ -217,6 +228,9 @@ func (ph *phase) report() *phaseReport {
 	if s, ok := ph.firstErr.Load().(string); ok {
 		pr.FirstSendError = s
 	}
+	if !ph.loadStart.IsZero() {
+		pr.LoadStart = ph.loadStart.UTC().Format(time.RFC3339Nano)
+	}
 	if pr.LoadS > 0 {
 		pr.ProcessCPUCores = math.Round((ph.cpuEnd-ph.cpuStart).Seconds()/pr.LoadS*100) / 100
 	}
@@ -244,6 +258,12 @@ func (ph *phase) report() *phaseReport {
 	inWindow := func(us int32) bool { return us >= windowStart && us <= windowEnd }
 	answered, agentError := outcomeIndex[schemas.OutcomeAnswered], outcomeIndex[schemas.OutcomeAgentError]
 	stepHists := make([]histogram, len(ph.steps))
+	var ser *series
+	if !ph.o.StepUp {
+		ser = newSeries(int64(ph.us(ph.loadStart)))
+	}
+	var settled histogram
+	settledFrom := int64(ph.us(ph.loadStart.Add(settleTime)))
 	step := 0
 	var completed int64
 	for seq := range ph.released.Load() {
@@ -261,11 +281,23 @@ func (ph *phase) report() *phaseReport {
 			pr.Ignored++
 		}
 		req := int64(r.req.Load())
-		h[genLag].record(sent - int64(r.due.Load()))
+		lag := sent - int64(r.due.Load())
+		h[genLag].record(lag)
+		var sec *secondHists
+		if ser != nil {
+			if sec = ser.at(sent); sec != nil {
+				sec.sent++
+				sec.lagMax = max(sec.lagMax, lag)
+			}
+		}
 		if d := int64(r.disp.Load()); d > 0 {
 			h[reqDisp].record((d - req) / 1000)
 			h[pubAgent].record(int64(r.dispSeen.Load()) - sent)
 			h[dispVis].record(max(int64(r.dispSeen.Load())-d, 0))
+			if sec != nil {
+				sec.h[sReqDisp].record((d - req) / 1000)
+				sec.h[sDispAgent].record(max(int64(r.dispSeen.Load())-d, 0) / 1000)
+			}
 		}
 		res := int64(r.res.Load())
 		if res == 0 {
@@ -288,9 +320,19 @@ func (ph *phase) report() *phaseReport {
 		byOutcome[oc-1].record((res - req) / 1000)
 		h[e2eObs].record(seen - sent)
 		h[resVis].record(max(seen-res, 0))
+		if ser != nil && sent >= settledFrom {
+			settled.record(seen - sent)
+		}
+		if sec != nil {
+			sec.h[sE2E].record((seen - sent) / 1000)
+			sec.h[sResCaller].record(max(seen-res, 0) / 1000)
+		}
 		if resp := int64(r.resp.Load()); resp > 0 && (oc == answered || oc == agentError) {
 			h[respRes].record((res - resp) / 1000)
 			h[agentRes].record(seen - int64(r.respSent.Load()))
+			if sec != nil {
+				sec.h[sRespRes].record((res - resp) / 1000)
+			}
 		}
 		due := r.due.Load()
 		for step < len(ph.steps) && due >= ph.steps[step].endUs {
@@ -307,6 +349,9 @@ func (ph *phase) report() *phaseReport {
 		pr.OfferedPerS = math.Round(float64(pr.Sent+pr.SendErrors)/pr.LoadS*10) / 10
 		pr.AchievedPerS = math.Round(float64(completed)/(pr.LoadS-skip.Seconds())*10) / 10
 	}
+	if ser != nil {
+		pr.PerSecond = ser.report(ph.stats.latencies(), ph.epochUs)
+	}
 	pr.ByOutcome = map[string]latencyStats{}
 	for i := range byOutcome {
 		if byOutcome[i].count() > 0 {
@@ -319,6 +364,10 @@ func (ph *phase) report() *phaseReport {
 		PublishToAgent: stats(&h[pubAgent], usUnits), AgentToResult: stats(&h[agentRes], usUnits),
 		DispatchToAgent: stats(&h[dispVis], usUnits), ResultToCaller: stats(&h[resVis], usUnits),
 		GeneratorLag: stats(&h[genLag], usUnits),
+	}
+	if settled.count() > 0 {
+		st := stats(&settled, usUnits)
+		pr.Latency.EndToEndObservedSettled = &st
 	}
 	if ph.reg != nil {
 		pr.Latency.InRouterRequest = promStats(ph.reg, "switchboard_router_record_seconds", "topic", "requests")

@@ -19,7 +19,15 @@ import (
 type brokerStats struct {
 	mu   sync.Mutex
 	last map[string]clientStats // by librdkafka client name
+	// latency is every event's highest p99s (rtt, int_latency,
+	// outbuf_latency) over its brokers, for the per-second series; at most
+	// maxLatencySamples are kept.
+	latency []clientLatency
 }
+
+// maxLatencySamples bounds brokerStats.latency: some four clients reporting
+// twice a second for maxSeriesSeconds.
+const maxLatencySamples = 8 * maxSeriesSeconds
 
 // clientStats are a client's cumulative counters.
 type clientStats struct {
@@ -39,23 +47,31 @@ func (b *brokerStats) add(js string) {
 		Brokers map[string]struct {
 			TxBytes int64            `json:"txbytes"`
 			Req     map[string]int64 `json:"req"`
+			RTT     windowP99        `json:"rtt"`
+			IntLat  windowP99        `json:"int_latency"`
+			Outbuf  windowP99        `json:"outbuf_latency"`
 		} `json:"brokers"`
 	}
 	if json.Unmarshal([]byte(js), &s) != nil {
 		return
 	}
 	c := clientStats{Req: map[string]int64{}, TxMsgs: s.TxMsgs}
+	l := clientLatency{At: time.Now()}
 	for _, br := range s.Brokers {
 		c.TxBytes += br.TxBytes
 		for k, v := range br.Req {
 			c.Req[k] += v
 		}
+		l.RTT, l.IntLat, l.Outbuf = max(l.RTT, br.RTT.ms()), max(l.IntLat, br.IntLat.ms()), max(l.Outbuf, br.Outbuf.ms())
 	}
 	b.mu.Lock()
 	if b.last == nil {
 		b.last = map[string]clientStats{}
 	}
 	b.last[s.Name] = c
+	if len(b.latency) < maxLatencySamples {
+		b.latency = append(b.latency, l)
+	}
 	b.mu.Unlock()
 }
 
@@ -72,6 +88,13 @@ func (b *brokerStats) total() clientStats {
 		}
 	}
 	return t
+}
+
+// latencies is a copy of the statistics events' latency samples so far.
+func (b *brokerStats) latencies() []clientLatency {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]clientLatency(nil), b.latency...)
 }
 
 // sub is what c counted since before.
