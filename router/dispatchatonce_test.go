@@ -2,14 +2,9 @@ package router_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
-	"github.com/switchboard-mcp/switchboard/router"
-	"github.com/switchboard-mcp/switchboard/router/config"
 	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/router/routertest"
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -40,10 +35,9 @@ func TestDispatchVisibleBeforeItsTransactionCommits(t *testing.T) {
 	if res := h.result(1); res.Outcome != schemas.OutcomeAnswered {
 		t.Fatalf("outcome %s", res.Outcome)
 	}
-	// The result and the resolution marker in one transaction: the
-	// intent's pending state, resolved before the commit, is never written.
-	if got := h.tx.Batches(); len(got) != 1 || got[0] != 2 {
-		t.Fatalf("committed transactions held %v outputs, want [2]", got)
+	// Pending state, result and resolved state in one transaction.
+	if got := h.tx.Batches(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("committed transactions held %v outputs, want [3]", got)
 	}
 }
 
@@ -74,98 +68,34 @@ func TestCommitWaitsForAnUnackedDispatch(t *testing.T) {
 	waitCounter(h, "switchboard_transaction_dispatch_wait_seconds", 1)
 }
 
-// A transaction's offsets are sent when it opens, off the event loop: by
-// the time its result is due they are staged, and its commit only waits for
-// the dispatch's acknowledgement and ends it. A position read after that
-// (the answer's) goes with the next transaction.
-func TestOffsetsAreSentWhenTheTransactionOpens(t *testing.T) {
+// The offsets go to the transaction while the dispatch is being
+// acknowledged: only the transaction's end waits for the acknowledgement.
+func TestOffsetsAreSentBeforeTheDispatchIsAcked(t *testing.T) {
 	h, commits := startGroupCommit(t)
 	h.sink.Hold()
 	t.Cleanup(h.sink.Release) // before the router's stop, which commits
 	h.request("o-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
-	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
-	if err := h.tx.WaitOffsetsSent(h.ctx, 1); err != nil {
-		t.Fatalf("no offsets sent when the request opened a transaction: %v", err)
-	}
-	if sent := h.tx.OffsetsSent(); sent[0][reqTP] != 1 {
-		t.Fatalf("offsets sent at the opening: %v, want requests at 1", sent)
-	}
 	h.answer("o-1", "echo", `{"ok":true}`) // a result: committed at once
 	// The commit waits for the acknowledgement on the commit clock.
 	if err := commits.BlockUntilContext(h.ctx, 2); err != nil {
 		t.Fatalf("the commit never waited for the dispatch's acknowledgement: %v", err)
+	}
+	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
+	sent := h.tx.OffsetsSent()
+	if len(sent) != 1 || sent[0][reqTP] != 1 || sent[0][respTP] != 1 {
+		t.Fatalf("offsets sent before the dispatch was acknowledged: %v, want requests and responses at 1", sent)
 	}
 	if c, _, _ := h.tx.Counts(); c != 0 || h.sink.Count(results) != 0 || h.src.Stored(reqTP) != -1 {
 		t.Fatalf("%d commits, %d results, requests offset %d before the dispatch was acknowledged", c, h.sink.Count(results), h.src.Stored(reqTP))
 	}
 	h.sink.Release()
 	h.result(1)
-	if got := h.src.Stored(reqTP); got != 1 {
-		t.Fatalf("requests offset %d once the result is visible, want 1", got)
-	}
-	if sent := h.tx.OffsetsSent(); len(sent) != 1 {
-		t.Fatalf("offsets sent %d times (%v), want once", len(sent), sent)
-	}
-	if got := h.src.Stored(respTP); got != -1 {
-		t.Fatalf("responses offset %d: committed with the early offsets, which were sent before it was read", got)
-	}
-	commits.Advance(10 * time.Second) // commit_interval: the moved position alone
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
-		t.Fatalf("the response's offset was not committed at commit_interval: %v", err)
+		t.Fatalf("the response's offset was not committed after the acknowledgement: %v", err)
 	}
-	if got := h.counter("switchboard_transaction_offsets_resent_total"); got != 0 {
-		t.Fatalf("offsets resent %v times, want 0", got)
-	}
-}
-
-// A record that causes an output its replay would write again (here a dead
-// letter) makes its transaction's commit send the current positions, so that
-// the record is not read again after a crash.
-func TestCommitResendsOffsetsAfterADeadLetter(t *testing.T) {
-	h, _ := startGroupCommit(t)
-	h.request("x-1", "echo", `{}`) // opens the transaction: offsets sent early
-	h.wait(echoTopic, 1)
-	if err := h.tx.WaitOffsetsSent(h.ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	h.pushRaw(responses, "junk", []byte("not a response")) // dead-lettered: commits at once
-	h.wait(dlq, 1)
-	respTP := port.TopicPartition{Topic: responses}
-	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
-		t.Fatalf("the dead-lettered record's offset was not committed with its dead letter: %v", err)
-	}
-	if sent := h.tx.OffsetsSent(); len(sent) != 2 || sent[1][respTP] != 1 {
-		t.Fatalf("offsets sent %v, want the early send and then the positions with the dead letter", sent)
-	}
-	waitCounter(h, "switchboard_transaction_offsets_resent_total", 1)
-}
-
-// A response that changes its intent's pending state without resolving it
-// (a retryable error) is not safe to read again after a crash: its
-// transaction sends the current positions with the new state.
-func TestCommitResendsOffsetsAfterARetryableError(t *testing.T) {
-	commits := clockwork.NewFakeClockAt(t0)
-	h := start(t, strings.Replace(groupCommitConfig, "echo: {agent: echo, timeout: 2s}",
-		"echo: {agent: echo, timeout: 2s, retry: {max_retries: 1, backoff: 1s}}", 1), config.ExactlyOnce, router.WithCommitClock(commits))
-	if err := commits.BlockUntilContext(h.ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	h.request("e-1", "echo", `{}`)
-	h.wait(echoTopic, 1)
-	if err := h.tx.WaitOffsetsSent(h.ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	h.respond("e-1", "echo", schemas.StatusError, &schemas.ErrorInfo{Code: "busy", Message: "busy", Retryable: true}, 1)
-	waitCounter(h, "switchboard_intent_retries_total", 1)
-	commits.Advance(10 * time.Second) // commit_interval: pending state alone
-	h.waitState(func(pi *schemas.PendingIntent) bool { return pi.RetryAt != nil }, "e-1")
-	respTP := port.TopicPartition{Topic: responses}
-	if sent := h.tx.OffsetsSent(); len(sent) != 2 || sent[1][respTP] != 1 {
-		t.Fatalf("offsets sent %v, want the early send and then the positions with the retry state", sent)
-	}
-	if got := h.src.Stored(respTP); got != 1 {
-		t.Fatalf("responses offset %d with the retry state committed, want 1", got)
+	if got := len(h.tx.OffsetsSent()); got != 1 {
+		t.Fatalf("offsets sent %d times, want once", got)
 	}
 }
 
@@ -227,12 +157,9 @@ func TestFailedDispatchAbortsAndRedoes(t *testing.T) {
 	}
 }
 
-// Results are not sent at once: a result becomes visible when its
-// transaction commits. The response's offset, read after the transaction
-// sent its offsets, commits with the next one: read again after a crash, the
-// response finds its intent resolved (the changelog's marker) and changes
-// nothing.
-func TestResultsCommitInTheirTransaction(t *testing.T) {
+// Results are not sent at once: a result and the response's offset become
+// visible together, when their transaction commits.
+func TestResultsCommitWithTheirOffsets(t *testing.T) {
 	h, _ := startGroupCommit(t)
 	h.request("r-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
@@ -250,17 +177,10 @@ func TestResultsCommitInTheirTransaction(t *testing.T) {
 	}
 	h.tx.UnblockCommits()
 	h.result(1)
-	if got := h.src.Stored(respTP); got != -1 {
-		t.Fatalf("responses offset %d: committed with the offsets sent before the response was read", got)
+	if got := h.src.Stored(respTP); got != 1 {
+		t.Fatalf("responses offset %d once the result is visible, want 1", got)
 	}
-	h.request("r-2", "echo", `{}`) // the next transaction sends the answer's position
-	h.wait(echoTopic, 2)
-	h.answer("r-2", "echo", `{"ok":true}`)
-	h.result(2)
-	if got := h.src.Stored(respTP); got < 1 {
-		t.Fatalf("responses offset %d after the next transaction, want at least 1", got)
-	}
-	if got := h.tx.AtOnce(); got != 2 {
-		t.Fatalf("%d outputs sent outside transactions, want 2 (the dispatches)", got)
+	if got := h.tx.AtOnce(); got != 1 {
+		t.Fatalf("%d outputs sent outside transactions, want 1 (the dispatch)", got)
 	}
 }

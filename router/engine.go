@@ -65,8 +65,8 @@ type pending struct {
 	attempt     int32
 	timer       timeouts.Timer
 	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
-	unsaved     *port.Output // its newest changelog record, held until the commit (deferStates)
-	holds       []*track     // at_least_once: the records its unsaved record was caused by, held
+	unsaved     *port.Output // its newest changelog record, not written yet (deferStates)
+	holds       []*track     // the records its unsaved record was caused by, held
 	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
 	retryAt     int64      // phaseRetry: when it is dispatched again
@@ -121,18 +121,15 @@ type engine struct {
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
-	// deferStates: an intent's changelog record waits (for the commit,
-	// exactly_once; for one to two commit_intervals, at_least_once) instead
-	// of going out at once, so that an intent resolved meanwhile writes only
-	// its resolution marker (persist.go); unsaved are those waiting, and
-	// unsavedOld, at_least_once, those that waited one interval already.
-	// release drops a hold on a track (at_least_once's tracker).
-	deferStates  bool
-	unsaved      []*pending
-	unsavedOld   []*pending
-	release      func(*track)
-	unsavedBytes int64  // the keys and values of the unsaved records, bounded with the transaction (maxTxBytes)
-	persists     uint64 // changelog states written or deferred so far (persist)
+	// deferStates (at_least_once): an intent's changelog record waits one
+	// to two commit_intervals instead of going out at once, so that an
+	// intent resolved meanwhile writes only its resolution marker
+	// (persist.go); unsaved are those waiting, unsavedOld those that waited
+	// one interval already. release drops a hold on a track (the tracker's).
+	deferStates bool
+	unsaved     []*pending
+	unsavedOld  []*pending
+	release     func(*track)
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).

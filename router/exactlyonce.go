@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/router/port"
@@ -53,16 +52,6 @@ type exactlyOnce struct {
 	// sent counts the dispatches sent at once in this generation that the
 	// broker has not acknowledged yet; dropWork starts a new generation.
 	sent *atOnce
-	// early: the offsets sent when the open transaction opened (nil: none
-	// yet). resend: since then the owned partitions changed, or a record
-	// caused an output a replay would repeat: the commit sends the current
-	// positions too.
-	early  *earlyOffsets
-	resend bool
-	// The record being handled: whether it is a response, and the engine's
-	// persist count when it began (see handled).
-	response     bool
-	persistsFrom uint64
 }
 
 // atOnce is one generation of dispatches sent at once: the work since the
@@ -81,42 +70,24 @@ var _ delivery = (*exactlyOnce)(nil)
 // adds until a commit, so that an abort can forget it.
 func newExactlyOnce(r *Router, tx port.TxSink) *exactlyOnce {
 	r.engine.resolved.undo = true
-	r.engine.deferStates = true
 	return &exactlyOnce{r: r, tx: tx, positions: map[port.TopicPartition]int64{}, sent: &atOnce{}}
 }
 
 func (d *exactlyOnce) discarding() bool { return d.dropping }
 
-// begin moves the record's partition past it and opens a transaction if
-// none is open, which sends the offsets early (sendEarly), this record's
-// among them. Outputs count against nothing.
+// begin moves the record's partition past it: the next commit sends that
+// position with the transaction. Outputs count against nothing.
 func (d *exactlyOnce) begin(tp port.TopicPartition, offset int64) *track {
 	d.positions[tp] = offset + 1
 	d.dirty = true
 	d.txRecords++
-	d.response, d.persistsFrom = tp.Topic == d.r.cfg.Topics.Responses, d.r.engine.persists
-	if !d.txOpen && !d.dropping {
-		if err := d.open(); err != nil {
-			d.txFailed(err)
-		}
-	}
 	return nil
 }
 
 // handled commits after the record at hand once the open transaction holds
-// maxTxBytes of outputs (the changelog records waiting for its commit
-// included), rather than at the next wake-up.
-//
-// A response that changed an intent's pending state without resolving it
-// (a retryable error, progress; or an intent its answer let out of its
-// agent's queue) is not one a replay leaves alone: read again after a
-// crash, the error could count twice. The commit then sends the current
-// positions (resend).
+// maxTxBytes of outputs, rather than at the next wake-up.
 func (d *exactlyOnce) handled(*track) {
-	if d.response && d.r.engine.persists != d.persistsFrom {
-		d.resend = true
-	}
-	if d.txBytes+d.r.engine.unsavedBytes >= maxTxBytes {
+	if d.txBytes >= maxTxBytes {
 		d.commit()
 	}
 }
@@ -138,10 +109,7 @@ func (d *exactlyOnce) produce(o *port.Output, _ *track) {
 	if o.Topic != d.r.cfg.Topics.Pending {
 		d.urgent = true
 	}
-	if !d.replaySafe(o.Topic) {
-		d.resend = true
-	}
-	d.txBytes += outputBytes(o)
+	d.txBytes += int64(len(o.Key) + len(o.Value))
 	d.txOutputs++
 }
 
@@ -156,7 +124,7 @@ func (d *exactlyOnce) dispatch(o *port.Output, _ *track) {
 		return
 	}
 	d.sent.unacked++
-	d.txBytes += outputBytes(o)
+	d.txBytes += int64(len(o.Key) + len(o.Value))
 }
 
 // ack takes the acknowledgement of a dispatch sent at once: a failed one of
@@ -242,9 +210,6 @@ func (d *exactlyOnce) restored(ev *restored) {
 			d.positions[tp] = off
 		}
 	}
-	if len(ev.tps) > 0 && d.early != nil {
-		d.resend = true // the early send did not know these partitions
-	}
 }
 
 // revoke commits the work on the partitions before they go, or, when they
@@ -253,7 +218,6 @@ func (d *exactlyOnce) revoke(tps []port.TopicPartition, lost bool) {
 	if lost {
 		d.abandon("partitions lost")
 	} else {
-		d.resend = true // their next owner reads on from every position
 		d.commit()
 	}
 	for _, tp := range tps {
@@ -264,7 +228,6 @@ func (d *exactlyOnce) revoke(tps []port.TopicPartition, lost bool) {
 // finish commits the last transaction, unless it failed.
 func (d *exactlyOnce) finish() {
 	if !d.dropping {
-		d.resend = true
 		d.commit()
 	}
 }
@@ -288,44 +251,17 @@ func (d *exactlyOnce) groupCommit() {
 	}
 }
 
-// open opens a transaction and sends it the owned partitions' offsets at
-// once, off the loop (sendEarly): by the commit they are usually staged,
-// and the commit only ends the transaction.
+// open opens a transaction for outputs and, when the sink can, registers it
+// with its coordinator before the first output (see TxRegistrar).
 func (d *exactlyOnce) open() error {
 	if err := d.tx.Begin(); err != nil {
 		return err
 	}
 	d.txOpen, d.txOpenedMs = true, d.r.opts.clock.Now().UnixMilli()
-	d.resend = false // the early send takes every owned partition as it is now
-	return d.sendEarly()
-}
-
-// earlyOffsets is a SendOffsets of the open transaction running off the
-// loop since the transaction opened: what it sent and, once it returned,
-// its error.
-type earlyOffsets struct {
-	offsets map[port.TopicPartition]int64
-	done    chan error
-	err     error
-	over    bool // done has been read
-}
-
-// wait returns the send's error once it has returned.
-func (e *earlyOffsets) wait() error {
-	if !e.over {
-		e.err, e.over = <-e.done, true
+	reg, ok := d.tx.(port.TxRegistrar)
+	if !ok {
+		return nil
 	}
-	return e.err
-}
-
-// sendEarly sends the owned offsets to the transaction just opened, in a
-// goroutine: the loop goes on producing into the transaction meanwhile
-// (librdkafka takes produce calls during a transactional call), and commit
-// waits for it. Those offsets are all the transaction commits unless the
-// commit finds a reason to send the current positions (resend): a record
-// read since that caused nothing a replay would repeat may be read again
-// after a crash, and its replay changes nothing (replaySafe).
-func (d *exactlyOnce) sendEarly() error {
 	offsets := d.ownedOffsets()
 	if len(offsets) == 0 {
 		return nil
@@ -334,26 +270,9 @@ func (d *exactlyOnce) sendEarly() error {
 	if err != nil {
 		return &port.TxnError{Err: err, Abortable: true}
 	}
-	e := &earlyOffsets{offsets: offsets, done: make(chan error, 1)}
-	d.early = e
-	tx := d.tx
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		e.done <- retried(ctx, func() error { return tx.SendOffsets(ctx, offsets, group) })
-	}()
-	return nil
-}
-
-// replaySafe reports whether an output to topic is one that a replay of
-// the record that caused it would not write again: pending-changelog
-// records (a replayed request of an intent pending or resolved is a
-// duplicate), results and timeout events (the dedup window holds their
-// intent, restored from the changelog), the fallback cache (keyed, the same
-// answer). A dead letter, progress, a forwarded record are not.
-func (d *exactlyOnce) replaySafe(topic string) bool {
-	t := &d.r.cfg.Topics
-	return topic == t.Pending || topic == t.Results || topic == t.Timeouts || topic == t.FallbackCache
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return reg.Register(ctx, offsets, group)
 }
 
 // ownedOffsets are the positions of the partitions this instance owns.
@@ -370,13 +289,9 @@ func (d *exactlyOnce) ownedOffsets() map[port.TopicPartition]int64 {
 // commit commits the open transaction with the positions of every owned
 // partition (exactly_once). Sending offsets in every transaction, even one
 // that only holds a timer's outputs, is what fences a zombie instance: its
-// commit fails once the group has moved on. The offsets were sent when the
-// transaction opened (sendEarly), while the loop went on; the commit sends
-// the current positions again only when a record since then must not be
-// read twice (resend), and otherwise leaves the positions read since to the
-// next transaction. The changelog records that waited for the commit go in
-// first (saveStates); only the end (CommitTransaction) waits for the
-// dispatches sent at once to be acknowledged.
+// commit fails once the group has moved on. The offsets go to the
+// transaction while the dispatches sent at once are being acknowledged;
+// only its end (CommitTransaction) waits for those acknowledgements.
 func (d *exactlyOnce) commit() {
 	defer d.settle()
 	now := d.r.opts.clock.Now()
@@ -384,33 +299,16 @@ func (d *exactlyOnce) commit() {
 	if d.dropping {
 		return // the last transaction aborted: nothing is open until the rewind
 	}
-	d.r.engine.saveStates()
-	if d.needDrop {
-		return // producing them failed: the deferred settle drops the work
-	}
 	if !d.txOpen && !d.dirty {
 		return
 	}
 	if d.assignmentLost() {
 		return
 	}
-	offsets := d.ownedOffsets()
-	var staged map[port.TopicPartition]int64 // the offsets this transaction commits
-	if d.early != nil {
-		if err := d.early.wait(); err != nil {
-			d.txFailed(err)
-			return // the deferred settle drops the work
-		}
-		staged = d.early.offsets
-	}
-	if (d.txOpen || len(offsets) > 0) && (d.early == nil || d.resend) {
-		if d.early != nil {
-			d.r.m.offsetsResent.Inc()
-		}
+	if offsets := d.ownedOffsets(); d.txOpen || len(offsets) > 0 {
 		if !d.sendOffsets(offsets) {
 			return // the deferred settle drops the work
 		}
-		staged = offsets
 	}
 	if !d.awaitDispatches() {
 		return // the deferred settle drops the work
@@ -430,10 +328,7 @@ func (d *exactlyOnce) commit() {
 		d.txFailed(err)
 		return
 	}
-	d.txOpen, d.txBytes, d.urgent = false, 0, false
-	// Positions read since the early send commit with the next transaction.
-	d.dirty = !maps.Equal(staged, offsets)
-	d.early, d.resend = nil, false
+	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.r.engine.resolved.commit()
 	d.r.m.committed.Inc()
 	d.r.m.commitSeconds.Observe(d.r.opts.clock.Since(now).Seconds())
@@ -530,10 +425,6 @@ func (d *exactlyOnce) abandon(why string) {
 // the state of every owned partition and the resolutions since the commit.
 func (d *exactlyOnce) dropWork(fatal bool) {
 	d.r.m.transactions.WithLabelValues("aborted").Inc()
-	if d.early != nil {
-		_ = d.early.wait() // no other transactional call while it runs
-	}
-	d.early, d.resend = nil, false
 	if !fatal && d.txOpen {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := d.tx.Abort(ctx); err != nil {
@@ -550,7 +441,6 @@ func (d *exactlyOnce) dropWork(fatal bool) {
 	d.txOpen, d.dirty, d.txBytes, d.urgent = false, false, 0, false
 	d.txRecords, d.txOutputs = 0, 0
 	d.sent = &atOnce{} // what is still in flight belongs to the dropped work
-	d.r.engine.dropStates()
 	d.r.engine.resolved.rollback()
 	for tp := range d.r.assigned {
 		if tp.Topic == d.r.cfg.Topics.Requests {

@@ -55,10 +55,9 @@ func TestGroupCommitIdleCommitsAtOnce(t *testing.T) {
 			t.Fatalf("outcome %s", res.Outcome)
 		}
 	}
-	// Result + resolution marker, twice (no pending state: the intent
-	// resolved before its transaction committed).
-	if got := h.tx.Batches(); len(got) != 2 || got[0] != 2 || got[1] != 2 {
-		t.Fatalf("committed transactions held %v outputs, want [2 2]", got)
+	// Pending state + result + resolved state, twice.
+	if got := h.tx.Batches(); len(got) != 2 || got[0] != 3 || got[1] != 3 {
+		t.Fatalf("committed transactions held %v outputs, want [3 3]", got)
 	}
 	waitCounter(h, "switchboard_transaction_outputs", 2)
 	if got := h.counter("switchboard_transactions_total", "result", "committed"); got != 2 {
@@ -99,14 +98,14 @@ func TestGroupCommitBatchesWhileACommitIsInFlight(t *testing.T) {
 	h.wait(echoTopic, queued+1)
 	// The queued intents' pending state alone waits for commit_interval.
 	commits.Advance(10 * time.Second)
-	h.wait(pendingT, 1+queued)
+	h.wait(pendingT, 2+queued)
 
 	b := h.tx.Batches()
-	// The first transaction holds g-0 (result, resolution marker); the next
-	// one the pending states of what queued behind it (the poll goroutine
-	// may still have held the last record: one more).
-	if len(b) < 2 || len(b) > 3 || b[0] != 2 || b[1] < queued-1 {
-		t.Fatalf("committed transactions held %v outputs, want [2 ≥%d] and at most one more", b, queued-1)
+	// The first transaction holds g-0 (pending state, result, resolved
+	// state); the next one what queued behind it (the poll goroutine may
+	// still have held the last record: one more).
+	if len(b) < 2 || len(b) > 3 || b[0] != 3 || b[1] < queued-1 {
+		t.Fatalf("committed transactions held %v outputs, want [3 ≥%d] and at most one more", b, queued-1)
 	}
 	if got := h.tx.MaxConcurrentCommits(); got != 1 {
 		t.Fatalf("%d commits ran at once, want 1", got)
@@ -132,6 +131,30 @@ func TestGroupCommitPositionsOnlyWaitForTheInterval(t *testing.T) {
 	}
 	if got := h.tx.Batches(); len(got) != 1 || got[0] != 0 {
 		t.Fatalf("committed transactions held %v outputs, want [0]", got)
+	}
+}
+
+// A transaction is registered with its coordinator (the owned partitions'
+// offsets staged) before its first output, so that the outputs' partitions
+// are not refused while the broker completes the previous commit.
+func TestGroupCommitRegistersBeforeTheFirstOutput(t *testing.T) {
+	h, _ := startGroupCommit(t)
+	for i, id := range []string{"r-1", "r-2"} {
+		h.request(id, "echo", `{}`)
+		h.wait(echoTopic, i+1)
+		h.answer(id, "echo", `{}`)
+		h.result(i + 1)
+	}
+	offsets, held := h.tx.Registered()
+	if len(offsets) != 2 || held[0] != 0 || held[1] != 0 {
+		t.Fatalf("Register calls staged %v holding %v outputs, want two, each before any output", offsets, held)
+	}
+	// The second transaction, opened by r-2's request, stages the
+	// positions at its opening: past r-2's request, and past r-1's answer,
+	// which the first committed.
+	got := offsets[1]
+	if got[port.TopicPartition{Topic: requests}] != 2 || got[port.TopicPartition{Topic: responses}] != 1 {
+		t.Fatalf("the second transaction staged %v, want requests 2 and responses 1", got)
 	}
 }
 

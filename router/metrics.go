@@ -34,7 +34,6 @@ type metrics struct {
 	transactions    *prometheus.CounterVec
 	commitSeconds   prometheus.Histogram
 	dispatchWait    prometheus.Histogram // a commit's wait for the dispatches sent at once
-	offsetsResent   prometheus.Counter   // commits that sent the positions again after the early send
 	committed       prometheus.Counter   // transactions{result="committed"}, resolved once
 	// Group commit's batch sizes: records consumed and outputs produced by
 	// one committed transaction.
@@ -138,9 +137,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "switchboard_transaction_dispatch_wait_seconds", Help: "Time a commit waited for the broker to acknowledge the dispatches sent at once, outside the transaction, since the last commit (exactly_once).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
-		offsetsResent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "switchboard_transaction_offsets_resent_total", Help: "Commits that sent the consumed positions again, after the offsets sent when the transaction opened: a record since then caused a dead letter, progress or a forwarded record, or the owned partitions changed (exactly_once).",
-		}),
 		txRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "switchboard_transaction_records", Help: "Records consumed (requests and responses) whose offsets one committed transaction carries: the group commit's batch size.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
@@ -180,7 +176,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
-		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.dispatchWait, m.offsetsResent, m.txRecords, m.txOutputs, m.recordSeconds,
+		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.dispatchWait, m.txRecords, m.txOutputs, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
 		m.invalidResponses, m.pendingBytes, m.tenantShed,
 	} {

@@ -19,16 +19,12 @@ func (e *engine) persist(p *pending, t *track) bool {
 	}
 	o := e.arena.output(p.changelog(e.topics.Pending, state))
 	p.persisted = true
-	e.persists++
 	if e.deferStates {
 		if p.unsaved == nil {
 			e.unsaved = append(e.unsaved, p)
-		} else {
-			e.unsavedBytes -= outputBytes(p.unsaved)
 		}
 		p.unsaved = o // a newer state replaces one not written yet
-		e.unsavedBytes += outputBytes(o)
-		if t != nil { // at_least_once: t's offset waits for the state's write
+		if t != nil { // t's offset waits for the state's write, or for the resolution
 			t.hold()
 			p.holds = append(p.holds, t)
 		}
@@ -38,32 +34,24 @@ func (e *engine) persist(p *pending, t *track) bool {
 	return true
 }
 
-// saveStates writes every changelog record that waits (deferStates): the
-// newest state of each intent still pending. One resolved since writes
-// nothing here: its resolution marker says all a takeover needs, and it
-// went out with the holds of the records the state was caused by
-// (joinHolds), so no record's offset is committed before either is
-// written. Under exactly_once this runs at each commit, and the marker is
-// in the same transaction, which commits whole: no reader of the changelog
-// can tell. One dropped (an abort, a revocation) is redone or read again by
-// its partition's next owner.
+// saveStates writes every pending-changelog record that waits
+// (deferStates): the newest state of each intent still pending. An intent
+// resolved meanwhile writes nothing here: its resolution marker says all a
+// takeover needs, and it went out with the holds of the records its state
+// was caused by (joinHolds), so no record's offset is stored before either
+// is written. One dropped (its partition revoked) is read again by the
+// partition's next owner.
 func (e *engine) saveStates() {
 	e.save(e.unsavedOld)
 	e.save(e.unsaved)
-	e.unsavedOld, e.unsaved, e.unsavedBytes = e.unsavedOld[:0], e.unsaved[:0], 0
+	e.unsavedOld, e.unsaved = e.unsavedOld[:0], e.unsaved[:0]
 }
 
-// ageStates (at_least_once, every commit_interval) writes the records that
-// have waited one interval already, so that each waits one to two.
+// ageStates, every commit_interval, writes the records that have waited one
+// interval already, so that each waits one to two.
 func (e *engine) ageStates() {
 	e.save(e.unsavedOld)
 	e.unsavedOld, e.unsaved = e.unsaved, e.unsavedOld[:0]
-	e.unsavedBytes = 0
-	for _, p := range e.unsavedOld {
-		if p.unsaved != nil {
-			e.unsavedBytes += outputBytes(p.unsaved)
-		}
-	}
 }
 
 func (e *engine) save(ps []*pending) {
@@ -85,10 +73,9 @@ func (e *engine) save(ps []*pending) {
 }
 
 // joinHolds returns the track that the outputs p is about to write count
-// against: cause, or, when p holds records for a state not written yet
-// (at_least_once), a joint track of those and cause, so that no record's
-// offset is committed before those outputs are acknowledged. The caller
-// ends with unhold.
+// against: cause, or, when p holds records for a state not written yet, a
+// joint track of those and cause, so that no record's offset is stored
+// before those outputs are acknowledged. The caller ends with unhold.
 func (e *engine) joinHolds(p *pending, cause *track) *track {
 	if len(p.holds) == 0 {
 		return cause
@@ -104,35 +91,17 @@ func (e *engine) joinHolds(p *pending, cause *track) *track {
 
 // unhold drops joinHolds' own hold on the joint track it returned.
 func (e *engine) unhold(joint, cause *track) {
-	if joint != cause && e.release != nil {
+	if joint != cause {
 		e.release(joint)
 	}
 }
 
 // dropHolds releases what p holds for a state it will never write.
 func (e *engine) dropHolds(p *pending) {
-	if e.release != nil {
-		for _, t := range p.holds {
-			e.release(t)
-		}
+	for _, t := range p.holds {
+		e.release(t)
 	}
 	p.holds = nil
-}
-
-// outputBytes is what o weighs in a transaction: its key and value.
-func outputBytes(o *port.Output) int64 { return int64(len(o.Key) + len(o.Value)) }
-
-// dropStates forgets the changelog records that wait (exactly_once: their
-// transaction is dropped).
-func (e *engine) dropStates() {
-	for _, ps := range [][]*pending{e.unsaved, e.unsavedOld} {
-		for i, p := range ps {
-			p.unsaved = nil
-			e.dropHolds(p)
-			ps[i] = nil
-		}
-	}
-	e.unsavedOld, e.unsaved, e.unsavedBytes = e.unsavedOld[:0], e.unsaved[:0], 0
 }
 
 // changelog is p's record (a nil state: its tombstone) in the pending

@@ -107,9 +107,14 @@ func (k *TxSink) call(ctx context.Context, what string, fn func(p *kafka.Produce
 	return txnError(err)
 }
 
-// The router sends a transaction's offsets (SendOffsets) in a goroutine
-// while it produces into the transaction; call reads the current lane,
-// which only Begin, on the loop and never during that call, changes.
+// TxSink is not a port.TxRegistrar: staging the offsets before a
+// transaction's first output cost the event loop a second AddOffsetsToTxn
+// and TxnOffsetCommit round trip per transaction, on the dispatch's path,
+// to spare a lane reused before its last transaction completed librdkafka's
+// 20 ms retry of AddPartitionsToTxn. With two lanes a lane is reused one
+// whole transaction after its last commit, by when the broker has mostly
+// written that commit's markers (BENCHMARKS.md, issue 16: "where the
+// milliseconds go").
 var _ port.TxSink = (*TxSink)(nil)
 
 // NewTxSink creates the producers and initialises their transactions.

@@ -128,10 +128,7 @@ type Sink interface {
 }
 
 // TxSink is a Sink whose outputs go into Kafka transactions (exactly_once).
-// Its methods are called from the event loop only, but for SendOffsets,
-// which the router may run in a goroutine of its own while the loop
-// produces (never beside Begin, Commit, Abort, Reset or another
-// SendOffsets).
+// Its methods are called from the event loop only.
 type TxSink interface {
 	Sink
 	// Begin starts a transaction.
@@ -139,8 +136,8 @@ type TxSink interface {
 	// SendOffsets sends offsets (next to read) for the consumer group
 	// described by group to the open transaction. The transaction's outputs
 	// and what ProduceAtOnce sent need not be acknowledged yet: the router
-	// sends the offsets when a transaction opens, while it produces into
-	// it. Errors are *TxnError.
+	// sends the offsets while it waits for its dispatches' acknowledgements.
+	// Errors are *TxnError.
 	SendOffsets(ctx context.Context, offsets map[TopicPartition]int64, group any) error
 	// Commit commits the open transaction (its outputs and the offsets sent
 	// to it). Errors are *TxnError.
@@ -159,6 +156,18 @@ type TxSink interface {
 	// its dispatch records this way and commits no transaction before
 	// they are acknowledged (exactly_once: "dispatch at once").
 	ProduceAtOnce(out *Output, opaque any) error
+}
+
+// TxRegistrar is what a TxSink may also do: Register, called right after
+// Begin and before the transaction's first output, stages the owned
+// partitions' offsets in the new transaction, which registers it with its
+// coordinator. Group commit begins a transaction right after the previous
+// one committed, while the broker still completes that one; librdkafka waits
+// a fixed 20 ms before it retries registering output partitions refused
+// meanwhile (CONCURRENT_TRANSACTIONS), but retries staging offsets after
+// retry.backoff.ms. Errors are *TxnError.
+type TxRegistrar interface {
+	Register(ctx context.Context, offsets map[TopicPartition]int64, group any) error
 }
 
 // TxnError says what a failed transaction step needs.

@@ -32,6 +32,10 @@ type TxSink struct {
 	produced int
 	atOnce   int   // outputs sent outside transactions (ProduceAtOnce)
 	batches  []int // outputs of each committed transaction, in order
+	// registered: offsets staged by Register, one map per call, and how
+	// many outputs the open transaction held at each call.
+	registered   []map[port.TopicPartition]int64
+	registeredAt []int
 
 	gate        chan struct{} // non-nil: Commit waits for it to close (BlockCommits)
 	waiting     chan struct{} // closed when a Commit waits at the gate
@@ -39,7 +43,10 @@ type TxSink struct {
 	maxInCommit int           // the most that ever ran at once
 }
 
-var _ port.TxSink = (*TxSink)(nil)
+var (
+	_ port.TxSink      = (*TxSink)(nil)
+	_ port.TxRegistrar = (*TxSink)(nil)
+)
 
 // NewTxSink returns a TxSink whose commits store offsets in src.
 func NewTxSink(src *Source) *TxSink { return &TxSink{Sink: NewSink(), src: src} }
@@ -105,6 +112,24 @@ func (k *TxSink) AtOnce() int {
 	return k.atOnce
 }
 
+// Register implements port.TxRegistrar: it notes the offsets staged and
+// how many outputs the transaction held then.
+func (k *TxSink) Register(_ context.Context, offsets map[port.TopicPartition]int64, _ any) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.registered = append(k.registered, maps.Clone(offsets))
+	k.registeredAt = append(k.registeredAt, len(k.txn))
+	return nil
+}
+
+// Registered returns the offsets each Register call staged and how many
+// outputs the transaction held at each call.
+func (k *TxSink) Registered() ([]map[port.TopicPartition]int64, []int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.registered), slices.Clone(k.registeredAt)
+}
+
 // BlockCommits makes the next Commit calls wait until UnblockCommits, as a
 // slow broker would; the returned channel closes once a Commit waits.
 func (k *TxSink) BlockCommits() <-chan struct{} {
@@ -150,27 +175,7 @@ func (k *TxSink) SendOffsets(_ context.Context, offsets map[port.TopicPartition]
 	}
 	maps.Copy(k.staged, offsets)
 	k.sent = append(k.sent, maps.Clone(offsets))
-	k.changed.signal()
 	return nil
-}
-
-// WaitOffsetsSent waits until SendOffsets has been called n times, or ctx
-// ends: the router may call it off its event loop.
-func (k *TxSink) WaitOffsetsSent(ctx context.Context, n int) error {
-	for {
-		wake := k.changed.wait()
-		k.mu.Lock()
-		got := len(k.sent)
-		k.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // OffsetsSent returns the offsets of each SendOffsets call so far, in
