@@ -17,14 +17,20 @@ import (
 type atLeastOnce struct {
 	r        *Router
 	tr       *tracker
-	inflight int // outputs not yet acknowledged
+	inflight int   // outputs not yet acknowledged
+	agedMs   int64 // when the deferred pending states last aged (tick)
 }
 
 var _ delivery = (*atLeastOnce)(nil)
 
+// An intent's pending state waits one to two commit_intervals before it
+// is written (engine.deferStates, ageStates), holding the records that
+// caused it: one answered meanwhile writes only its result and resolution
+// marker, which carry those holds instead.
 func newAtLeastOnce(r *Router) *atLeastOnce {
 	d := &atLeastOnce{r: r}
 	d.tr = newTracker(d.storeOffset)
+	r.engine.deferStates, r.engine.release = true, d.tr.release
 	return d
 }
 
@@ -75,7 +81,13 @@ func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func(
 // commit has nothing to do: the consumer commits the stored offsets.
 func (*atLeastOnce) commit() {}
 
-func (d *atLeastOnce) tick(int64) { d.r.m.uncommitted.Set(float64(d.tr.lag())) }
+func (d *atLeastOnce) tick(nowMs int64) {
+	if nowMs-d.agedMs >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
+		d.agedMs = nowMs
+		d.r.engine.ageStates()
+	}
+	d.r.m.uncommitted.Set(float64(d.tr.lag()))
+}
 
 // groupCommit stores the offsets that advanced during the wake-up, one
 // StoreOffset per partition rather than one per record.
@@ -98,6 +110,7 @@ func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
 // Source commits and closes.
 func (d *atLeastOnce) finish() {
 	defer d.tr.flush()
+	d.r.engine.saveStates()
 	if d.inflight == 0 {
 		return
 	}

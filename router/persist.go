@@ -17,9 +17,91 @@ func (e *engine) persist(p *pending, t *track) bool {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t)
+	o := e.arena.output(p.changelog(e.topics.Pending, state))
 	p.persisted = true
+	if e.deferStates {
+		if p.unsaved == nil {
+			e.unsaved = append(e.unsaved, p)
+		}
+		p.unsaved = o // a newer state replaces one not written yet
+		if t != nil { // t's offset waits for the state's write, or for the resolution
+			t.hold()
+			p.holds = append(p.holds, t)
+		}
+		return true
+	}
+	e.emit(o, t)
 	return true
+}
+
+// saveStates writes every pending-changelog record that waits
+// (deferStates): the newest state of each intent still pending. An intent
+// resolved meanwhile writes nothing here: its resolution marker says all a
+// takeover needs, and it went out with the holds of the records its state
+// was caused by (joinHolds), so no record's offset is stored before either
+// is written. One dropped (its partition revoked) is read again by the
+// partition's next owner.
+func (e *engine) saveStates() {
+	e.save(e.unsavedOld)
+	e.save(e.unsaved)
+	e.unsavedOld, e.unsaved = e.unsavedOld[:0], e.unsaved[:0]
+}
+
+// ageStates, every commit_interval, writes the records that have waited one
+// interval already, so that each waits one to two.
+func (e *engine) ageStates() {
+	e.save(e.unsavedOld)
+	e.unsavedOld, e.unsaved = e.unsaved, e.unsavedOld[:0]
+}
+
+func (e *engine) save(ps []*pending) {
+	for i, p := range ps {
+		ps[i] = nil
+		o := p.unsaved
+		if o == nil {
+			continue
+		}
+		p.unsaved = nil
+		if !e.isPending(p) { // dropped: its partition went, and its holds with it
+			e.dropHolds(p)
+			continue
+		}
+		cause := e.joinHolds(p, nil)
+		e.emit(o, cause)
+		e.unhold(cause, nil)
+	}
+}
+
+// joinHolds returns the track that the outputs p is about to write count
+// against: cause, or, when p holds records for a state not written yet, a
+// joint track of those and cause, so that no record's offset is stored
+// before those outputs are acknowledged. The caller ends with unhold.
+func (e *engine) joinHolds(p *pending, cause *track) *track {
+	if len(p.holds) == 0 {
+		return cause
+	}
+	parents := p.holds
+	p.holds = nil
+	if cause != nil {
+		cause.hold()
+		parents = append(parents, cause)
+	}
+	return newJoint(parents)
+}
+
+// unhold drops joinHolds' own hold on the joint track it returned.
+func (e *engine) unhold(joint, cause *track) {
+	if joint != cause {
+		e.release(joint)
+	}
+}
+
+// dropHolds releases what p holds for a state it will never write.
+func (e *engine) dropHolds(p *pending) {
+	for _, t := range p.holds {
+		e.release(t)
+	}
+	p.holds = nil
 }
 
 // changelog is p's record (a nil state: its tombstone) in the pending
