@@ -46,7 +46,12 @@ backlog has drained, so that one stall does not decide the knee.
 --baseline then runs the same load over the same four Kafka hops (request,
 dispatch, response, result) carried by plain consume-produce loops with the
 router's own consumer and producer settings and no routing logic, and
-reports the router's throughput as a fraction of the baseline's.
+reports the router's throughput as a fraction of the baseline's. Under
+exactly_once the baseline does the router's Kafka work under that
+guarantee: one loop reads requests and responses, sends a request's copy
+at once and a response's copy in a Kafka transaction with the offsets read,
+committed as soon as the last commit returned (group commit), so its
+latency is what Kafka's transactions alone cost on this cluster.
 
 It runs against the cluster of --brokers or --config (kafka.properties such
 as linger.ms apply to every client), or with --embedded on an in-process

@@ -235,34 +235,7 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 		t.Skip("runs the router for a few seconds")
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	o := &Options{
-		Embedded: true, Rate: 200, Duration: 2 * time.Second, JSON: true, Timeout: 2 * time.Second, PayloadBytes: 100,
-		StartRate: 1000, Step: 1000, StepDuration: 5 * time.Second, MaxRate: 50000, StepRepeat: true, MaxP99: 500 * time.Millisecond,
-	}
-	if err := o.Check(""); err != nil {
-		t.Fatal(err)
-	}
-	base, err := config.Parse("defaults", []byte("agents: {a: {}}\nintents: {a: {agent: a}}\n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := Wiring{
-		Base: base, Log: slog.New(slog.DiscardHandler),
-		Settings: func(cfg *config.Config, clientID string) kafkaio.Settings {
-			return kafkaio.Settings{Bootstrap: cfg.Kafka.BootstrapServers, Properties: cfg.Kafka.Properties, ClientID: clientID}
-		},
-		Codec: func(*config.Config) (*schemas.Codec, error) { return schemas.NewCodec() },
-	}
-	if err := Run(ctx, o, w, &out, &errOut); err != nil {
-		t.Fatalf("%v:\n%s", err, errOut.String())
-	}
-	var rep benchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not the JSON report (%v):\n%s", err, out.String())
-	}
+	rep, errOut := runEmbedded(t, embeddedOptions())
 	r := rep.Router
 	if r == nil || rep.Baseline != nil || rep.Mode != "fixed" || rep.Delivery != "exactly_once" || !rep.Embedded {
 		t.Fatalf("report: %+v", rep)
@@ -312,9 +285,70 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if perSecond != r.Sent || len(r.PerSecond) < 2 || r.LoadStart == "" {
 		t.Errorf("per-second series: %d intents in %d seconds, load start %q; want all %d", perSecond, len(r.PerSecond), r.LoadStart, r.Sent)
 	}
-	if !strings.Contains(errOut.String(), "bench router:   1s  200/s") {
-		t.Errorf("no progress line on stderr:\n%s", errOut.String())
+	if !strings.Contains(errOut, "bench router:   1s  200/s") {
+		t.Errorf("no progress line on stderr:\n%s", errOut)
 	}
+}
+
+// The exactly_once baseline carries its results in Kafka transactions, as
+// the router does (forwardTx): every intent gets its one result, and the
+// baseline's clients speak the transaction protocol.
+func TestBenchExactlyOnceBaselineIsTransactional(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the router and the baseline for a few seconds each")
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	o := embeddedOptions()
+	o.Baseline = true
+	rep, _ := runEmbedded(t, o)
+	b := rep.Baseline
+	if b == nil || rep.Delivery != "exactly_once" {
+		t.Fatalf("report: %+v", rep)
+	}
+	if b.Results != b.Sent || b.Sent != 400 || b.Missing != 0 || b.Duplicates != 0 {
+		t.Errorf("baseline: sent %d, results %d, missing %d, duplicates %d: want one result per intent", b.Sent, b.Results, b.Missing, b.Duplicates)
+	}
+	if c := b.BrokerPerIntent; c == nil || c.Txn < 1 {
+		t.Errorf("baseline broker requests per intent %+v: want the transaction protocol's (txn ≥ 1)", c)
+	}
+}
+
+// embeddedOptions: 2 s at 200/s on the embedded broker, JSON report.
+func embeddedOptions() *Options {
+	return &Options{
+		Embedded: true, Rate: 200, Duration: 2 * time.Second, JSON: true, Timeout: 2 * time.Second, PayloadBytes: 100,
+		StartRate: 1000, Step: 1000, StepDuration: 5 * time.Second, MaxRate: 50000, StepRepeat: true, MaxP99: 500 * time.Millisecond,
+	}
+}
+
+// runEmbedded runs the bench with o and returns its JSON report and stderr.
+func runEmbedded(t *testing.T, o *Options) (benchReport, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := o.Check(""); err != nil {
+		t.Fatal(err)
+	}
+	base, err := config.Parse("defaults", []byte("agents: {a: {}}\nintents: {a: {agent: a}}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Wiring{
+		Base: base, Log: slog.New(slog.DiscardHandler),
+		Settings: func(cfg *config.Config, clientID string) kafkaio.Settings {
+			return kafkaio.Settings{Bootstrap: cfg.Kafka.BootstrapServers, Properties: cfg.Kafka.Properties, ClientID: clientID}
+		},
+		Codec: func(*config.Config) (*schemas.Codec, error) { return schemas.NewCodec() },
+	}
+	if err := Run(ctx, o, w, &out, &errOut); err != nil {
+		t.Fatalf("%v:\n%s", err, errOut.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report (%v):\n%s", err, out.String())
+	}
+	return rep, errOut.String()
 }
 
 // A statistics event's latencies reach the per-second series: the highest

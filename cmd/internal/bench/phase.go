@@ -287,6 +287,8 @@ func (ph *phase) run(ctx context.Context, load func(ctx context.Context, release
 			return err
 		}
 		part("router", r.Run)
+	} else if ph.cfg.Router.Delivery == config.ExactlyOnce {
+		part("transactional forwarder", ph.forwardTx)
 	} else {
 		part("request forwarder", func(ctx context.Context) error {
 			return ph.forward(ctx, "-fwd-requests", ph.cfg.Topics.Requests, ph.cfg.Agents[benchIntentType].Topic)
