@@ -17,15 +17,14 @@ import (
 type atLeastOnce struct {
 	r        *Router
 	tr       *tracker
-	inflight int   // outputs not yet acknowledged
-	agedMs   int64 // when the deferred pending states last aged (tick)
+	inflight int // outputs not yet acknowledged
 }
 
 var _ delivery = (*atLeastOnce)(nil)
 
-// An intent's pending state waits one to two commit_intervals before it
-// is written (engine.deferStates, ageStates), holding the records that
-// caused it: one answered meanwhile writes only its result and resolution
+// An intent's pending state waits commit_interval before it is written
+// (engine.deferStates, ageStates at the tick), holding the records that
+// caused it: one resolved meanwhile writes only its result and resolution
 // marker, which carry those holds instead.
 func newAtLeastOnce(r *Router) *atLeastOnce {
 	d := &atLeastOnce{r: r}
@@ -82,10 +81,7 @@ func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func(
 func (*atLeastOnce) commit() {}
 
 func (d *atLeastOnce) tick(nowMs int64) {
-	if nowMs-d.agedMs >= d.r.cfg.Router.CommitInterval.D().Milliseconds() {
-		d.agedMs = nowMs
-		d.r.engine.ageStates()
-	}
+	d.r.engine.ageStates(nowMs, d.r.cfg.Router.CommitInterval.D().Milliseconds())
 	d.r.m.uncommitted.Set(float64(d.tr.lag()))
 }
 

@@ -66,6 +66,7 @@ type pending struct {
 	timer       timeouts.Timer
 	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
 	unsaved     *port.Output // its newest changelog record, not written yet (deferStates)
+	unsavedAt   int64        // when its first state not written yet was made
 	holds       []*track     // the records its unsaved record was caused by, held
 	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
@@ -121,14 +122,13 @@ type engine struct {
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
-	// deferStates (at_least_once): an intent's changelog record waits one
-	// to two commit_intervals instead of going out at once, so that an
-	// intent resolved meanwhile writes only its resolution marker
-	// (persist.go); unsaved are those waiting, unsavedOld those that waited
-	// one interval already. release drops a hold on a track (the tracker's).
+	// deferStates (at_least_once): an intent's changelog record waits
+	// commit_interval instead of going out at once, so that an intent
+	// resolved meanwhile writes only its resolution marker (persist.go);
+	// unsaved are the intents whose state waits, oldest first. release
+	// drops a hold on a track (the tracker's).
 	deferStates bool
 	unsaved     []*pending
-	unsavedOld  []*pending
 	release     func(*track)
 
 	// agentList is agents by name; woken are the agents whose queue may
@@ -342,7 +342,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	if p.route.idleMs > 0 {
 		p.idleAt = nowMs + p.route.idleMs
 	}
-	if !e.persist(p, t) {
+	if !e.persist(p, nowMs, t) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
@@ -481,7 +481,11 @@ func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outco
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
-	if j := e.joinHolds(p, cause); j != cause { // its state was never written
+	if p.unsaved != nil { // its newest state was never written: the marker says enough
+		p.unsaved = nil
+		e.m.statesSkipped.Inc()
+	}
+	if j := e.joinHolds(p, cause); j != cause {
 		defer e.unhold(j, cause)
 		cause = j
 	}

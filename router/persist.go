@@ -4,13 +4,16 @@ package router
 // its resolution marker, and what happens when either cannot be encoded.
 
 import (
+	"math"
+
 	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
 )
 
-// persist writes p's state to the pending changelog.
-func (e *engine) persist(p *pending, t *track) bool {
+// persist writes p's state to the pending changelog (deferStates: at the
+// tick commit_interval after nowMs, unless it resolves first).
+func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 	p.recordInto(&e.scratch.pi)
 	state, err := e.arena.encodeDecoded(e.codec, schemas.EncodingDefault, e.topics.Pending, &e.scratch.pi)
 	if err != nil {
@@ -21,6 +24,7 @@ func (e *engine) persist(p *pending, t *track) bool {
 	p.persisted = true
 	if e.deferStates {
 		if p.unsaved == nil {
+			p.unsavedAt = nowMs
 			e.unsaved = append(e.unsaved, p)
 		}
 		p.unsaved = o // a newer state replaces one not written yet
@@ -41,35 +45,49 @@ func (e *engine) persist(p *pending, t *track) bool {
 // was caused by (joinHolds), so no record's offset is stored before either
 // is written. One dropped (its partition revoked) is read again by the
 // partition's next owner.
-func (e *engine) saveStates() {
-	e.save(e.unsavedOld)
-	e.save(e.unsaved)
-	e.unsavedOld, e.unsaved = e.unsavedOld[:0], e.unsaved[:0]
-}
+func (e *engine) saveStates() { e.ageStates(math.MaxInt64, 0) }
 
-// ageStates, every commit_interval, writes the records that have waited one
-// interval already, so that each waits one to two.
-func (e *engine) ageStates() {
-	e.save(e.unsavedOld)
-	e.unsavedOld, e.unsaved = e.unsaved, e.unsavedOld[:0]
-}
-
-func (e *engine) save(ps []*pending) {
-	for i, p := range ps {
-		ps[i] = nil
-		o := p.unsaved
-		if o == nil {
-			continue
+// ageStates writes the records that have waited waitMs by nowMs (at the
+// tick, commit_interval): the queue is in the order the intents' first
+// unwritten state was made, so it stops at the first that has not.
+func (e *engine) ageStates(nowMs, waitMs int64) {
+	i := 0
+	for ; i < len(e.unsaved); i++ {
+		p := e.unsaved[i]
+		if p.unsaved != nil && p.unsavedAt > nowMs-waitMs {
+			break
 		}
-		p.unsaved = nil
-		if !e.isPending(p) { // dropped: its partition went, and its holds with it
-			e.dropHolds(p)
-			continue
-		}
-		cause := e.joinHolds(p, nil)
-		e.emit(o, cause)
-		e.unhold(cause, nil)
+		e.unsaved[i] = nil
+		e.save(p)
 	}
+	if i == len(e.unsaved) {
+		e.unsaved = e.unsaved[:0]
+		return
+	}
+	if i > 0 && i*2 >= len(e.unsaved) { // keep the queue's backing array from growing for ever
+		n := copy(e.unsaved, e.unsaved[i:])
+		clear(e.unsaved[n:])
+		e.unsaved = e.unsaved[:n]
+	} else if i > 0 {
+		e.unsaved = e.unsaved[i:]
+	}
+}
+
+// save writes p's waiting state, if it still has one (a resolution since
+// took its holds and wrote its marker instead).
+func (e *engine) save(p *pending) {
+	o := p.unsaved
+	if o == nil {
+		return
+	}
+	p.unsaved = nil
+	if !e.isPending(p) { // dropped: its partition went, and its holds with it
+		e.dropHolds(p)
+		return
+	}
+	cause := e.joinHolds(p, nil)
+	e.emit(o, cause)
+	e.unhold(cause, nil)
 }
 
 // joinHolds returns the track that the outputs p is about to write count

@@ -28,6 +28,19 @@ func (h *harness) stop() {
 	}
 }
 
+// handOver stops the router once it has handled everything pushed so far
+// (settle, then stop), as an instance leaving would. Under at_least_once an
+// intent's pending state waits commit_interval before it is written, unless
+// it resolves first, and the stop writes the states still waiting: a test
+// that hands intents over to another instance waits for its records to be
+// handled, not for changelog records that do not exist yet, then checks
+// the changelog the stop left.
+func (h *harness) handOver() {
+	h.t.Helper()
+	h.settle()
+	h.stop()
+}
+
 // resolvedMarker reports whether o is the changelog record of id's resolution.
 func (h *harness) resolvedMarker(o port.Output, id string) bool {
 	h.t.Helper()
@@ -96,8 +109,8 @@ func testTakeOverRestoresPendingIntents(t *testing.T, delivery string) {
 	a := start(t, testConfig, delivery)
 	a.request("f-1", "fraud_check", `{"amount":1}`)
 	a.request("e-1", "echo", `{"q":1}`)
+	a.handOver()
 	a.wait(pendingT, 2)
-	a.stop()
 
 	// Another instance takes the partition over, at the same moment.
 	b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))
@@ -135,8 +148,8 @@ func TestExpiredWhileUnownedWaitsForTheResponses(t *testing.T) {
 		a := start(t, testConfig, delivery)
 		a.request("f-1", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-1") })
 		a.request("f-2", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-2") })
+		a.handOver()
 		a.wait(pendingT, 2)
-		a.stop()
 
 		// Both deadlines passed while nobody owned the partition; the agent
 		// answered f-1 in time, and that answer waits in the responses topic.
@@ -173,8 +186,8 @@ func TestTimeoutsWaitForALaggingResponsesPartition(t *testing.T) {
 	both(t, func(t *testing.T, delivery string) {
 		a := start(t, testConfig, delivery)
 		a.request("l-1", "fraud_check", `{}`)
+		a.handOver()
 		a.wait(pendingT, 1)
-		a.stop()
 
 		ans := schemas.JSON(`{"decision":"approve"}`)
 		v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "l-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans})
