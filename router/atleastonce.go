@@ -23,13 +23,13 @@ type atLeastOnce struct {
 var _ delivery = (*atLeastOnce)(nil)
 
 // An intent's pending state waits commit_interval before it is written
-// (engine.deferStates, ageStates at the tick), holding the records that
+// (engine.deferred, ageStates at the tick), holding the records that
 // caused it: one resolved meanwhile writes only its result and resolution
 // marker, which carry those holds instead.
 func newAtLeastOnce(r *Router) *atLeastOnce {
 	d := &atLeastOnce{r: r}
 	d.tr = newTracker(d.storeOffset)
-	r.engine.deferStates, r.engine.release = true, d.tr.release
+	r.engine.deferred.on, r.engine.deferred.release = true, d.tr.release
 	return d
 }
 

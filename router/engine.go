@@ -65,7 +65,7 @@ type pending struct {
 	attempt     int32
 	timer       timeouts.Timer
 	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
-	unsaved     *port.Output // its newest changelog record, not written yet (deferStates)
+	unsaved     *port.Output // its newest changelog record, not written yet (engine.deferred)
 	unsavedAt   int64        // when its first state not written yet was made
 	holds       []*track     // the records its unsaved record was caused by, held
 	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
@@ -122,14 +122,7 @@ type engine struct {
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
-	// deferStates (at_least_once): an intent's changelog record waits
-	// commit_interval instead of going out at once, so that an intent
-	// resolved meanwhile writes only its resolution marker (persist.go);
-	// unsaved are the intents whose state waits, oldest first. release
-	// drops a hold on a track (the tracker's).
-	deferStates bool
-	unsaved     []*pending
-	release     func(*track)
+	deferred deferredStates // at_least_once: pending states written late (persist.go)
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).
@@ -481,11 +474,7 @@ func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outco
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
-	if p.unsaved != nil { // its newest state was never written: the marker says enough
-		p.unsaved = nil
-		e.m.statesSkipped.Inc()
-	}
-	if j := e.joinHolds(p, cause); j != cause {
+	if j := e.resolving(p, cause); j != cause {
 		defer e.unhold(j, cause)
 		cause = j
 	}

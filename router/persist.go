@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/timeouts"
 )
 
-// persist writes p's state to the pending changelog (deferStates: at the
+// persist writes p's state to the pending changelog (deferred: at the
 // tick commit_interval after nowMs, unless it resolves first).
 func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 	p.recordInto(&e.scratch.pi)
@@ -22,10 +22,10 @@ func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 	}
 	o := e.arena.output(p.changelog(e.topics.Pending, state))
 	p.persisted = true
-	if e.deferStates {
+	if e.deferred.on {
 		if p.unsaved == nil {
 			p.unsavedAt = nowMs
-			e.unsaved = append(e.unsaved, p)
+			e.deferred.queue = append(e.deferred.queue, p)
 		}
 		p.unsaved = o // a newer state replaces one not written yet
 		if t != nil { // t's offset waits for the state's write, or for the resolution
@@ -38,8 +38,19 @@ func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 	return true
 }
 
+// deferredStates: under at_least_once (on) an intent's changelog record
+// waits commit_interval instead of going out at once, so that an intent
+// resolved meanwhile writes only its resolution marker. queue holds the
+// intents whose state waits, in the order their first unwritten state was
+// made; release drops a hold on a track (the tracker's).
+type deferredStates struct {
+	on      bool
+	queue   []*pending
+	release func(*track)
+}
+
 // saveStates writes every pending-changelog record that waits
-// (deferStates): the newest state of each intent still pending. An intent
+// (deferred): the newest state of each intent still pending. An intent
 // resolved meanwhile writes nothing here: its resolution marker says all a
 // takeover needs, and it went out with the holds of the records its state
 // was caused by (joinHolds), so no record's offset is stored before either
@@ -52,24 +63,24 @@ func (e *engine) saveStates() { e.ageStates(math.MaxInt64, 0) }
 // unwritten state was made, so it stops at the first that has not.
 func (e *engine) ageStates(nowMs, waitMs int64) {
 	i := 0
-	for ; i < len(e.unsaved); i++ {
-		p := e.unsaved[i]
+	for ; i < len(e.deferred.queue); i++ {
+		p := e.deferred.queue[i]
 		if p.unsaved != nil && p.unsavedAt > nowMs-waitMs {
 			break
 		}
-		e.unsaved[i] = nil
+		e.deferred.queue[i] = nil
 		e.save(p)
 	}
-	if i == len(e.unsaved) {
-		e.unsaved = e.unsaved[:0]
+	if i == len(e.deferred.queue) {
+		e.deferred.queue = e.deferred.queue[:0]
 		return
 	}
-	if i > 0 && i*2 >= len(e.unsaved) { // keep the queue's backing array from growing for ever
-		n := copy(e.unsaved, e.unsaved[i:])
-		clear(e.unsaved[n:])
-		e.unsaved = e.unsaved[:n]
+	if i > 0 && i*2 >= len(e.deferred.queue) { // keep the queue's backing array from growing for ever
+		n := copy(e.deferred.queue, e.deferred.queue[i:])
+		clear(e.deferred.queue[n:])
+		e.deferred.queue = e.deferred.queue[:n]
 	} else if i > 0 {
-		e.unsaved = e.unsaved[i:]
+		e.deferred.queue = e.deferred.queue[i:]
 	}
 }
 
@@ -88,6 +99,17 @@ func (e *engine) save(p *pending) {
 	cause := e.joinHolds(p, nil)
 	e.emit(o, cause)
 	e.unhold(cause, nil)
+}
+
+// resolving is joinHolds for p's resolution: a state of p not written yet
+// never will be (the resolution marker says what a takeover needs), and is
+// counted skipped.
+func (e *engine) resolving(p *pending, cause *track) *track {
+	if p.unsaved != nil {
+		p.unsaved = nil
+		e.m.statesSkipped.Inc()
+	}
+	return e.joinHolds(p, cause)
 }
 
 // joinHolds returns the track that the outputs p is about to write count
@@ -110,14 +132,14 @@ func (e *engine) joinHolds(p *pending, cause *track) *track {
 // unhold drops joinHolds' own hold on the joint track it returned.
 func (e *engine) unhold(joint, cause *track) {
 	if joint != cause {
-		e.release(joint)
+		e.deferred.release(joint)
 	}
 }
 
 // dropHolds releases what p holds for a state it will never write.
 func (e *engine) dropHolds(p *pending) {
 	for _, t := range p.holds {
-		e.release(t)
+		e.deferred.release(t)
 	}
 	p.holds = nil
 }
