@@ -125,7 +125,7 @@ func (e *engine) admit(p *pending, nowMs int64, t *track) {
 func (e *engine) enqueue(p *pending, nowMs int64, t *track) {
 	p.phase = phaseQueued
 	p.retryAt, p.idleAt = 0, 0
-	if !e.persist(p, t) {
+	if !e.persist(p, nowMs, t) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}

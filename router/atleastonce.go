@@ -22,9 +22,14 @@ type atLeastOnce struct {
 
 var _ delivery = (*atLeastOnce)(nil)
 
+// An intent's pending state waits commit_interval before it is written
+// (engine.deferred, ageStates at the tick), holding the records that
+// caused it: one resolved meanwhile writes only its result and resolution
+// marker, which carry those holds instead.
 func newAtLeastOnce(r *Router) *atLeastOnce {
 	d := &atLeastOnce{r: r}
 	d.tr = newTracker(d.storeOffset)
+	r.engine.deferred.on, r.engine.deferred.release = true, d.tr.release
 	return d
 }
 
@@ -81,7 +86,10 @@ func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func(
 // commit has nothing to do: the consumer commits the stored offsets.
 func (*atLeastOnce) commit() {}
 
-func (d *atLeastOnce) tick(int64) { d.r.m.uncommitted.Set(float64(d.tr.lag())) }
+func (d *atLeastOnce) tick(nowMs int64) {
+	d.r.engine.ageStates(nowMs, d.r.cfg.Router.CommitInterval.D().Milliseconds())
+	d.r.m.uncommitted.Set(float64(d.tr.lag()))
+}
 
 // groupCommit stores the offsets that advanced during the wake-up, one
 // StoreOffset per partition rather than one per record.
@@ -104,6 +112,7 @@ func (d *atLeastOnce) revoke(tps []port.TopicPartition, _ bool) {
 // Source commits and closes.
 func (d *atLeastOnce) finish() {
 	defer d.tr.flush()
+	d.r.engine.saveStates()
 	if d.inflight == 0 {
 		return
 	}

@@ -118,8 +118,8 @@ func TestRestoredIntentKeepsItsContextInTheTimeline(t *testing.T) {
 		a := start(t, contextConfig, delivery, router.WithContexts(store))
 		store.Put(&schemas.ContextSnapshot{EntityID: "user-1", Version: 11, SnapshotTs: t0.UnixMilli(), Features: map[string]float64{"x": 1}})
 		a.request("f-1", "fraud_check", `{}`, withRef("user-1"))
+		a.handOver()
 		a.wait(pendingT, 1)
-		a.stop()
 
 		b := start(t, contextConfig, delivery, router.WithRestorer(a.changelog()))
 		b.settle()

@@ -64,8 +64,11 @@ type pending struct {
 	deadline    int64
 	attempt     int32
 	timer       timeouts.Timer
-	persisted   bool  // written to the pending changelog: its resolution writes a tombstone
-	heldSince   int64 // past its deadline, waiting for the responses to catch up (0: not held)
+	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
+	unsaved     *port.Output // its newest changelog record, not written yet (engine.deferred)
+	unsavedAt   int64        // when its first state not written yet was made
+	holds       []*track     // the records its unsaved record was caused by, held
+	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
 	phase       phase
 	retryAt     int64      // phaseRetry: when it is dispatched again
 	idleAt      int64      // phaseInFlight with an idle timeout: when it times out idle
@@ -118,6 +121,8 @@ type engine struct {
 	contexts   ContextLookup              // nil: none
 	trace      *intentTracer              // tracing.go; nil: tracing off
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
+
+	deferred deferredStates // at_least_once: pending states written late (persist.go)
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).
@@ -330,7 +335,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	if p.route.idleMs > 0 {
 		p.idleAt = nowMs + p.route.idleMs
 	}
-	if !e.persist(p, t) {
+	if !e.persist(p, nowMs, t) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
@@ -411,6 +416,10 @@ func (e *engine) onExpire(_ int64, p *pending) {
 // (its agent's queue was full) or refused by an open circuit resolves shed or
 // circuit_open instead, with the fallback answer if any.
 func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, cause *track) {
+	if j := e.joinHolds(p, cause); j != cause {
+		defer e.unhold(j, cause)
+		cause = j
+	}
 	answer, outcome, kind := e.fallback(p, nowMs)
 	switch reason {
 	case schemas.ReasonShed:
@@ -465,6 +474,10 @@ func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outco
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
+	if j := e.resolving(p, cause); j != cause {
+		defer e.unhold(j, cause)
+		cause = j
+	}
 	if p.timer != (timeouts.Timer{}) {
 		e.wheel.Cancel(p.timer)
 		p.timer = timeouts.Timer{}

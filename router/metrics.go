@@ -51,8 +51,9 @@ type metrics struct {
 	invalidResponses                *prometheus.CounterVec
 	pendingBytes                    prometheus.Gauge
 	tenantShed                      prometheus.Counter
-	prog                            *progressMetrics // progress.go
-	overloadMetrics                                  // overload.go
+	statesSkipped                   prometheus.Counter // at_least_once: states never written (persist.go)
+	prog                            *progressMetrics   // progress.go
+	overloadMetrics                                    // overload.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -172,13 +173,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tenantShed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_intents_tenant_budget_shed_total", Help: "Intents shed at once because their tenant's pending intents held router.max_pending_bytes_per_tenant.",
 		}),
+		statesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_pending_states_skipped_total", Help: "at_least_once: intents resolved within commit_interval of their last unwritten pending state, which was never written (the resolution marker went instead).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.received, m.dispatched, m.resolved, m.resolveSeconds, m.timeouts, m.pending,
 		m.lateResponses, m.dupResponses, m.unknownResp, m.progress, m.dupIntents, m.deadLettered, m.deliveryFailed,
 		m.paused, m.uncommitted, m.fallbackEntries, m.moved, m.revokedSkipped, m.restored, m.restoreSeconds, m.transactions, m.commitSeconds, m.dispatchWait, m.txRecords, m.txOutputs, m.recordSeconds,
 		m.circuitState, m.agentInFlight, m.agentQueued, m.retries, m.cancels, m.staleResponses,
-		m.invalidResponses, m.pendingBytes, m.tenantShed,
+		m.invalidResponses, m.pendingBytes, m.tenantShed, m.statesSkipped,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -316,8 +316,8 @@ func TestTakenOverDispatchesDoNotFeedTheAnswerTime(t *testing.T) {
 	a.request("r-1", "echo", `{}`)
 	a.request("r-2", "echo", `{}`)
 	a.wait(echoTopic, 2)
+	a.handOver()
 	a.wait(pendingT, 2)
-	a.stop()
 
 	b := startAt(t, t0.Add(100*time.Millisecond), overloadConfig, "at_least_once", router.WithRestorer(a.changelog()))
 	b.settle()

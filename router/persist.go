@@ -4,22 +4,144 @@ package router
 // its resolution marker, and what happens when either cannot be encoded.
 
 import (
+	"math"
+
 	"github.com/switchboard-mcp/switchboard/router/port"
 	"github.com/switchboard-mcp/switchboard/schemas"
 	"github.com/switchboard-mcp/switchboard/timeouts"
 )
 
-// persist writes p's state to the pending changelog.
-func (e *engine) persist(p *pending, t *track) bool {
+// persist writes p's state to the pending changelog (deferred: at the
+// tick commit_interval after nowMs, unless it resolves first).
+func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 	p.recordInto(&e.scratch.pi)
 	state, err := e.arena.encodeDecoded(e.codec, schemas.EncodingDefault, e.topics.Pending, &e.scratch.pi)
 	if err != nil {
 		e.encodeFailed(t, err)
 		return false
 	}
-	e.emit(e.arena.output(p.changelog(e.topics.Pending, state)), t)
+	o := e.arena.output(p.changelog(e.topics.Pending, state))
 	p.persisted = true
+	if e.deferred.on {
+		if p.unsaved == nil {
+			p.unsavedAt = nowMs
+			e.deferred.queue = append(e.deferred.queue, p)
+		}
+		p.unsaved = o // a newer state replaces one not written yet
+		if t != nil { // t's offset waits for the state's write, or for the resolution
+			t.hold()
+			p.holds = append(p.holds, t)
+		}
+		return true
+	}
+	e.emit(o, t)
 	return true
+}
+
+// deferredStates: under at_least_once (on) an intent's changelog record
+// waits commit_interval instead of going out at once, so that an intent
+// resolved meanwhile writes only its resolution marker. queue holds the
+// intents whose state waits, in the order their first unwritten state was
+// made; release drops a hold on a track (the tracker's).
+type deferredStates struct {
+	on      bool
+	queue   []*pending
+	release func(*track)
+}
+
+// saveStates writes every pending-changelog record that waits
+// (deferred): the newest state of each intent still pending. An intent
+// resolved meanwhile writes nothing here: its resolution marker says all a
+// takeover needs, and it went out with the holds of the records its state
+// was caused by (joinHolds), so no record's offset is stored before either
+// is written. One dropped (its partition revoked) is read again by the
+// partition's next owner.
+func (e *engine) saveStates() { e.ageStates(math.MaxInt64, 0) }
+
+// ageStates writes the records that have waited waitMs by nowMs (at the
+// tick, commit_interval): the queue is in the order the intents' first
+// unwritten state was made, so it stops at the first that has not.
+func (e *engine) ageStates(nowMs, waitMs int64) {
+	i := 0
+	for ; i < len(e.deferred.queue); i++ {
+		p := e.deferred.queue[i]
+		if p.unsaved != nil && p.unsavedAt > nowMs-waitMs {
+			break
+		}
+		e.deferred.queue[i] = nil
+		e.save(p)
+	}
+	if i == len(e.deferred.queue) {
+		e.deferred.queue = e.deferred.queue[:0]
+		return
+	}
+	if i > 0 && i*2 >= len(e.deferred.queue) { // keep the queue's backing array from growing for ever
+		n := copy(e.deferred.queue, e.deferred.queue[i:])
+		clear(e.deferred.queue[n:])
+		e.deferred.queue = e.deferred.queue[:n]
+	} else if i > 0 {
+		e.deferred.queue = e.deferred.queue[i:]
+	}
+}
+
+// save writes p's waiting state, if it still has one (a resolution since
+// took its holds and wrote its marker instead).
+func (e *engine) save(p *pending) {
+	o := p.unsaved
+	if o == nil {
+		return
+	}
+	p.unsaved = nil
+	if !e.isPending(p) { // dropped: its partition went, and its holds with it
+		e.dropHolds(p)
+		return
+	}
+	cause := e.joinHolds(p, nil)
+	e.emit(o, cause)
+	e.unhold(cause, nil)
+}
+
+// resolving is joinHolds for p's resolution: a state of p not written yet
+// never will be (the resolution marker says what a takeover needs), and is
+// counted skipped.
+func (e *engine) resolving(p *pending, cause *track) *track {
+	if p.unsaved != nil {
+		p.unsaved = nil
+		e.m.statesSkipped.Inc()
+	}
+	return e.joinHolds(p, cause)
+}
+
+// joinHolds returns the track that the outputs p is about to write count
+// against: cause, or, when p holds records for a state not written yet, a
+// joint track of those and cause, so that no record's offset is stored
+// before those outputs are acknowledged. The caller ends with unhold.
+func (e *engine) joinHolds(p *pending, cause *track) *track {
+	if len(p.holds) == 0 {
+		return cause
+	}
+	parents := p.holds
+	p.holds = nil
+	if cause != nil {
+		cause.hold()
+		parents = append(parents, cause)
+	}
+	return newJoint(parents)
+}
+
+// unhold drops joinHolds' own hold on the joint track it returned.
+func (e *engine) unhold(joint, cause *track) {
+	if joint != cause {
+		e.deferred.release(joint)
+	}
+}
+
+// dropHolds releases what p holds for a state it will never write.
+func (e *engine) dropHolds(p *pending) {
+	for _, t := range p.holds {
+		e.deferred.release(t)
+	}
+	p.holds = nil
 }
 
 // changelog is p's record (a nil state: its tombstone) in the pending

@@ -21,8 +21,9 @@ func testTakeOverRequeuesQueuedIntents(t *testing.T, delivery string) {
 	a.request("s-1", "slow", `{}`)
 	a.wait(slowTopic, 1)
 	a.request("s-2", "slow", `{}`) // queued behind s-1
-	a.wait(pendingT, 2)
-	a.stop()
+	a.handOver()
+	a.waitState(nil, "s-1")
+	a.waitState(func(pi *schemas.PendingIntent) bool { return pi.Queued != nil && *pi.Queued }, "s-2")
 
 	b := startPressure(t, delivery, router.WithRestorer(a.changelog()))
 	b.settle()
@@ -48,8 +49,8 @@ func testTakeOverKeepsAScheduledRetry(t *testing.T, delivery string) {
 	a.request("r-1", "retried", `{}`)
 	a.wait(echoTopic, 1)
 	a.respond("r-1", "echo", schemas.StatusError, &schemas.ErrorInfo{Code: "busy", Message: "busy", Retryable: true}, 1)
-	a.wait(pendingT, 2)
-	a.stop()
+	a.handOver()
+	a.waitState(func(pi *schemas.PendingIntent) bool { return pi.RetryAt != nil }, "r-1")
 
 	b := startPressure(t, delivery, router.WithRestorer(a.changelog()))
 	b.settle()
@@ -67,8 +68,11 @@ func testTakeOverKeepsTheIdleDeadline(t *testing.T, delivery string) {
 	a.wait(echoTopic, 1)
 	a.advance(80 * time.Millisecond)
 	a.respond("i-1", "echo", schemas.StatusProgress, nil, 1)
-	a.wait(pendingT, 2) // the progress moved the idle deadline to 180ms
-	a.stop()
+	a.handOver()
+	// The progress moved the idle deadline to 180ms.
+	a.waitState(func(pi *schemas.PendingIntent) bool {
+		return pi.IdleDeadline != nil && *pi.IdleDeadline == t0.Add(180*time.Millisecond).UnixMilli()
+	}, "i-1")
 
 	b := startAt(t, t0.Add(80*time.Millisecond), pressureConfig, delivery, router.WithRestorer(a.changelog()))
 	b.settle()
@@ -109,8 +113,8 @@ func testRestoredIntentOfARemovedAgentIsNeverSent(t *testing.T, delivery string)
 	a.request("r-1", "retried", `{}`)
 	a.request("r-2", "retried", `{}`)
 	a.wait(echoTopic, 2)
-	a.wait(pendingT, 2)
-	a.stop()
+	a.handOver()
+	a.waitState(nil, "r-1", "r-2")
 
 	b := start(t, goneAgentConfig, delivery, router.WithRestorer(a.changelog()))
 	b.settle()
@@ -158,7 +162,8 @@ func queuedRetry(t *testing.T, delivery string) (*harness, []*port.Record) {
 	a.request("h-1", "hog", `{}`)
 	a.wait(oneTopic, 2)
 	a.advance(100 * time.Millisecond) // the retry is due: queued behind h-1
-	a.wait(pendingT, 4)
+	a.waitState(func(pi *schemas.PendingIntent) bool { return pi.Queued != nil && *pi.Queued }, "a-1")
+	a.waitState(nil, "h-1")
 	a.stop()
 	ans := schemas.JSON(`{"late":false}`)
 	v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "a-1", Agent: "one", Status: schemas.StatusOK, Answer: &ans, Attempt: schemas.Ptr(int32(1))})

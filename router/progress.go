@@ -123,7 +123,7 @@ func (e *engine) onProgress(p *pending, resp *schemas.AgentResponse, current boo
 	if e.publishProgress(p, resp, t, nowMs) {
 		changed = true
 	}
-	if changed && e.persist(p, t) {
+	if changed && e.persist(p, nowMs, t) {
 		e.schedule(p)
 	}
 }

@@ -247,8 +247,10 @@ func testProgressStateSurvivesATakeOver(t *testing.T, delivery string) {
 	a.progress("w-1", progressMsg{seq: 1, partial: `"a"`})
 	a.progress("w-1", progressMsg{seq: 2, partial: `"b"`})
 	a.wait(progressT, 2)
-	a.wait(pendingT, 3) // dispatch, then one per progress
-	a.stop()
+	a.handOver()
+	a.waitState(func(pi *schemas.PendingIntent) bool {
+		return pi.ProgressSequence != nil && *pi.ProgressSequence == 2
+	}, "w-1")
 
 	b := start(t, progressConfig, delivery, router.WithRestorer(a.changelog()))
 	b.settle()

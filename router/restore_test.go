@@ -28,6 +28,19 @@ func (h *harness) stop() {
 	}
 }
 
+// handOver stops the router once it has handled everything pushed so far
+// (settle, then stop), as an instance leaving would. Under at_least_once an
+// intent's pending state waits commit_interval before it is written, unless
+// it resolves first, and the stop writes the states still waiting: a test
+// that hands intents over to another instance waits for its records to be
+// handled, not for changelog records that do not exist yet, then checks
+// the changelog the stop left.
+func (h *harness) handOver() {
+	h.t.Helper()
+	h.settle()
+	h.stop()
+}
+
 // resolvedMarker reports whether o is the changelog record of id's resolution.
 func (h *harness) resolvedMarker(o port.Output, id string) bool {
 	h.t.Helper()
@@ -41,6 +54,51 @@ func (h *harness) resolvedMarker(o port.Output, id string) bool {
 	return pi.ResolvedAt != nil && pi.Outcome != nil
 }
 
+// waitState waits until the pending changelog's newest record for each id
+// holds a state that ok accepts (nil: any state). Under exactly_once an
+// intent's states between two commits collapse into the newest one, so
+// tests wait for the state they need, not for a count of records.
+func (h *harness) waitState(ok func(*schemas.PendingIntent) bool, ids ...string) {
+	h.t.Helper()
+	err := h.sink.WaitUntil(h.ctx, pendingT, func(outs []port.Output) bool {
+		newest := map[string]port.Output{}
+		for _, o := range outs {
+			newest[string(o.Key)] = o
+		}
+		for _, id := range ids {
+			o, found := newest[id]
+			if !found || o.Value == nil {
+				return false
+			}
+			var pi schemas.PendingIntent
+			if err := h.codec.Decode(o.Value, &pi); err != nil || pi.ResolvedAt != nil || ok != nil && !ok(&pi) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for the pending state of %v: %v", ids, err)
+	}
+}
+
+// waitMarker waits until the pending changelog's newest record for id is
+// its resolution marker.
+func (h *harness) waitMarker(id string) {
+	h.t.Helper()
+	err := h.sink.WaitUntil(h.ctx, pendingT, func(outs []port.Output) bool {
+		for i := len(outs) - 1; i >= 0; i-- {
+			if string(outs[i].Key) == id {
+				return h.resolvedMarker(outs[i], id)
+			}
+		}
+		return false
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for the resolution marker of %s: %v", id, err)
+	}
+}
+
 func (h *harness) changelog() *routertest.Restorer {
 	return &routertest.Restorer{Sink: h.sink, Codec: h.codec, Topic: pendingT, Partitions: 1}
 }
@@ -51,8 +109,8 @@ func testTakeOverRestoresPendingIntents(t *testing.T, delivery string) {
 	a := start(t, testConfig, delivery)
 	a.request("f-1", "fraud_check", `{"amount":1}`)
 	a.request("e-1", "echo", `{"q":1}`)
+	a.handOver()
 	a.wait(pendingT, 2)
-	a.stop()
 
 	// Another instance takes the partition over, at the same moment.
 	b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))
@@ -90,8 +148,8 @@ func TestExpiredWhileUnownedWaitsForTheResponses(t *testing.T) {
 		a := start(t, testConfig, delivery)
 		a.request("f-1", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-1") })
 		a.request("f-2", "fraud_check", `{}`, func(r *schemas.IntentRequest) { r.ContextRef = schemas.Ptr("u-2") })
+		a.handOver()
 		a.wait(pendingT, 2)
-		a.stop()
 
 		// Both deadlines passed while nobody owned the partition; the agent
 		// answered f-1 in time, and that answer waits in the responses topic.
@@ -128,8 +186,8 @@ func TestTimeoutsWaitForALaggingResponsesPartition(t *testing.T) {
 	both(t, func(t *testing.T, delivery string) {
 		a := start(t, testConfig, delivery)
 		a.request("l-1", "fraud_check", `{}`)
+		a.handOver()
 		a.wait(pendingT, 1)
-		a.stop()
 
 		ans := schemas.JSON(`{"decision":"approve"}`)
 		v, err := a.codec.Encode(responses, &schemas.AgentResponse{RequestID: "l-1", Agent: "slow", Status: schemas.StatusOK, Answer: &ans})
@@ -306,7 +364,7 @@ func TestDuplicateAfterTakeoverIsNotDispatchedAgain(t *testing.T) {
 		a.wait(echoTopic, 1)
 		a.answer("d-1", "echo", `{}`)
 		a.result(1)
-		a.wait(pendingT, 2)
+		a.waitMarker("d-1")
 		a.stop()
 
 		b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))

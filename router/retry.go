@@ -47,7 +47,7 @@ func (e *engine) onAgentError(p *pending, info *schemas.ErrorInfo, answeredAt, n
 		if at < p.deadline {
 			e.leave(p)
 			p.phase, p.retryAt, p.idleAt = phaseRetry, at, 0
-			if !e.persist(p, t) {
+			if !e.persist(p, nowMs, t) {
 				e.unpersisted(p, nowMs, t)
 				return
 			}

@@ -532,14 +532,16 @@ func testMalformedAndUnroutableRecordsAreDeadLettered(t *testing.T, delivery str
 
 // TestOffsetsWaitForAcknowledgement: at_least_once stores a request's
 // offset once its dispatch and its pending-state record are acknowledged (the
-// changelog then holds the intent), and a response's once its result and
-// tombstone are.
+// changelog then holds the intent; the state is written commit_interval
+// after the dispatch), and a response's once its result and resolution
+// marker are.
 func TestOffsetsWaitForAcknowledgement(t *testing.T) {
 	h := start(t, testConfig, config.AtLeastOnce)
 	reqTP, respTP := port.TopicPartition{Topic: requests}, port.TopicPartition{Topic: responses}
 	h.sink.Hold()
 	h.request("o-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
+	h.advance(5 * time.Millisecond) // commit_interval 2ms: the state is written
 	h.wait(pendingT, 1)
 	h.settle()
 	if got := h.src.Stored(reqTP); got != -1 {

@@ -256,6 +256,7 @@ func testChangelogKeepsTwoTenantsOneIDApart(t *testing.T, delivery string) {
 	a := start(t, testConfig, delivery)
 	a.request("x-1", "echo", `{}`, tenantIs("acme"))
 	a.request("x-1", "echo", `{}`)
+	a.handOver()
 	outs, err := a.sink.WaitFor(a.ctx, pendingT, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +271,6 @@ func testChangelogKeepsTwoTenantsOneIDApart(t *testing.T, delivery string) {
 	if !keys["x-1"] || !keys[intents.Scoped("acme", "x-1")] {
 		t.Fatalf("changelog keys %v", keys)
 	}
-	a.stop()
 
 	b := start(t, testConfig, delivery, router.WithRestorer(a.changelog()))
 	b.settle()

@@ -17,7 +17,17 @@ type track struct {
 	remaining int32
 	failed    bool // an output it caused could not be delivered
 	done      bool
+	// parents: a joint track (no partition of its own) stands for these
+	// records; once it is done it releases each of them once (newJoint).
+	parents []*track
 }
+
+// newJoint returns a track for outputs caused by several records at once
+// (an intent's deferred pending state, caused by its request and by what
+// changed it since; its resolution before that state was written). The
+// caller has taken one hold on each parent, which the joint now owns, and
+// holds the joint once itself until it has emitted the outputs.
+func newJoint(parents []*track) *track { return &track{remaining: 1, parents: parents} }
 
 // hold adds one thing the record is waiting for.
 func (t *track) hold() {
@@ -69,6 +79,15 @@ func (tr *tracker) release(t *track) {
 		return
 	}
 	t.done = true
+	if t.parents != nil {
+		for _, parent := range t.parents {
+			if t.failed {
+				tr.fail(parent)
+			}
+			tr.release(parent)
+		}
+		return
+	}
 	p := t.part
 	if p.revoked {
 		return

@@ -59,7 +59,7 @@ func TestTrackerFlushStoresOncePerPartition(t *testing.T) {
 // and when it stops with nothing in flight.
 func TestAtLeastOnceFlushesBeforeRevokeAndAtFinish(t *testing.T) {
 	src := &storeSource{}
-	d := newAtLeastOnce(&Router{src: src})
+	d := newAtLeastOnce(&Router{src: src, engine: &engine{}})
 	tp := port.TopicPartition{Topic: "requests", Partition: 1}
 	d.handled(d.begin(tp, 7))
 	d.revoke([]port.TopicPartition{tp}, false)
@@ -86,4 +86,47 @@ func (s *storeSource) StoreOffset(tp port.TopicPartition, next int64) error {
 	}
 	s.stored[tp] = next
 	return nil
+}
+
+// A joint track (an intent's deferred state or its resolution, caused by
+// several records) keeps each of its records from being stored until every
+// output holding it is acknowledged, releases each once, and passes a
+// failure on: a failed record is never stored past.
+func TestJointTrackReleasesItsRecordsOnceWhenDone(t *testing.T) {
+	var calls storeCalls
+	tr := newTracker(calls.store)
+	req, resp := port.TopicPartition{Topic: "requests"}, port.TopicPartition{Topic: "responses"}
+	request, response := tr.begin(req, 0), tr.begin(resp, 0)
+	request.hold() // the deferred state's hold, which the joint takes over
+	response.hold()
+	j := newJoint([]*track{request, response})
+	j.hold() // the result
+	j.hold() // the resolution marker
+	tr.release(j)
+	tr.release(request) // both records handled
+	tr.release(response)
+	tr.release(j) // the result acknowledged
+	tr.flush()
+	if len(calls) != 0 {
+		t.Fatalf("stored %v with the marker unacknowledged", calls)
+	}
+	tr.release(j) // the marker acknowledged
+	tr.flush()
+	if len(calls) != 2 || calls[0].next != 1 || calls[1].next != 1 {
+		t.Fatalf("stored %v, want both records at 1", calls)
+	}
+
+	calls = nil
+	failed := tr.begin(req, 1)
+	failed.hold()
+	j = newJoint([]*track{failed})
+	j.hold()
+	tr.release(j)
+	tr.release(failed)
+	tr.fail(j) // the output could not be delivered
+	tr.release(j)
+	tr.flush()
+	if len(calls) != 0 {
+		t.Fatalf("stored %v past a record whose deferred output failed", calls)
+	}
 }

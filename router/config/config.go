@@ -225,7 +225,9 @@ type Router struct {
 	// CommitInterval bounds how long exactly_once leaves consumed records
 	// uncommitted when they caused no output; a transaction that holds
 	// outputs commits as soon as the previous commit has finished (group
-	// commit). Default 100ms.
+	// commit). Under at_least_once an intent's pending state waits one
+	// interval (to the tick after it) before it is written, and an intent
+	// resolved meanwhile writes none. Default 100ms.
 	CommitInterval Duration `yaml:"commit_interval"`
 	// DefaultTimeout applies to intent types that set no timeout. Default 30s.
 	DefaultTimeout Duration `yaml:"default_timeout"`

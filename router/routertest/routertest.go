@@ -487,15 +487,23 @@ func (k *Sink) Count(topic string) int { return len(k.Outputs(topic)) }
 // WaitFor waits until at least n outputs were written to topic, or ctx ends,
 // and returns the outputs of topic.
 func (k *Sink) WaitFor(ctx context.Context, topic string, n int) ([]port.Output, error) {
+	var outs []port.Output
+	err := k.WaitUntil(ctx, topic, func(o []port.Output) bool { outs = o; return len(o) >= n })
+	return outs, err
+}
+
+// WaitUntil waits until the outputs written to topic so far satisfy ok, or
+// ctx ends.
+func (k *Sink) WaitUntil(ctx context.Context, topic string, ok func([]port.Output) bool) error {
 	for {
 		wake := k.changed.wait()
-		if outs := k.Outputs(topic); len(outs) >= n {
-			return outs, nil
+		if ok(k.Outputs(topic)) {
+			return nil
 		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return k.Outputs(topic), ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
