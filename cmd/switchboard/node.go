@@ -43,7 +43,7 @@ type node struct {
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
-	lag     *lag.Sampler    // the agents' consumer lag
+	lag     *lag.Sampler    // the agents' consumer lag, and the router group's backlog
 	lagConn *kafkaio.LagAdmin
 	hang    *lag.HangWatch      // hanging transactions on Switchboard's topics (shares lagConn's admin client)
 	aborter *kafkaio.TxnAborter // ends them for hang (router.abort_hanging_transactions); nil: off
@@ -400,8 +400,8 @@ func openLookup(cfg *config.Config, log *slog.Logger) (store *lookup.Store, drop
 	return store, drop, nil
 }
 
-// newLag builds the agents' lag sampler (its own admin client and reader)
-// and the collector of the router consumer's lag, registered with reg.
+// newLag builds the lag sampler of the agents' groups and the router's own
+// (its own admin client and reader) and the collector of the router consumer's lag, registered with reg.
 func (n *node) newLag(reg prometheus.Registerer) error {
 	var err error
 	if n.ownLag, err = lag.NewConsumerLag(reg); err != nil {
@@ -417,6 +417,7 @@ func (n *node) newLag(reg prometheus.Registerer) error {
 		return err
 	}
 	n.lag, err = lag.NewSampler(n.lagConn, groups, lag.WithInterval(n.cfg.Router.LagInterval.D()),
+		lag.WithRouterGroup(n.cfg.Kafka.GroupID, n.cfg.Topics.Requests),
 		lag.WithRegisterer(reg), lag.WithLogger(n.log))
 	if err == nil {
 		n.hang, err = n.newHangWatch(reg, lagKafka)
