@@ -225,6 +225,10 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 		return nil, err
 	}
 	catalog := catalogOf(cfg)
+	admission, err := newAdmission(cfg, n.lag, reg)
+	if err != nil {
+		return nil, err
+	}
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
 		ep, err := mcp.New(mcp.Config{
@@ -233,7 +237,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
-			TracerProvider: n.tracerProvider(),
+			TracerProvider: n.tracerProvider(), Admission: admission,
 		})
 		if err != nil {
 			return nil, err
@@ -244,7 +248,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, reload, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
-		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
+		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()), api.WithAdmission(admission),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
 		api.WithReadiness(n.ready), api.WithDegradation(n.degraded), api.WithContexts(n.store),
 		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))
