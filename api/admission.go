@@ -91,20 +91,27 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 // Refusal says why an intent was refused. Its Error is one line meant for
 // the caller.
 type Refusal struct {
-	Reason     string        // ReasonRouterBacklog or ReasonAgentBacklog
-	Agent      string        // the intent type's agent
-	RouterAge  time.Duration // the router's backlog age, less its slack
-	AgentAge   time.Duration // the agent's, less its slack
-	Timeout    time.Duration // the intent's effective timeout
-	RetryAfter time.Duration // until the next sample, at least a second
+	Reason                  string        // ReasonRouterBacklog or ReasonAgentBacklog
+	Agent                   string        // the intent type's agent
+	RouterAge               time.Duration // the router's backlog age, less its slack
+	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
+	RouterKnown, AgentKnown bool          // whether each age was measured (a recent sample)
+	Timeout                 time.Duration // the intent's effective timeout
+	RetryAfter              time.Duration // until the next sample, at least a second
 }
 
 // Backlog is the wait the refusal counted: RouterAge plus AgentAge.
 func (r *Refusal) Backlog() time.Duration { return r.RouterAge + r.AgentAge }
 
 func (r *Refusal) Error() string {
+	wait := func(d time.Duration, known bool) string {
+		if !known {
+			return "an unknown while"
+		}
+		return d.Round(time.Millisecond).String()
+	}
 	return fmt.Sprintf("overloaded (%s): intents wait %s for a router and %s for agent %s, %s in all against this intent's %s timeout, so it would most likely expire unread; nothing was published, retry in %s",
-		r.Reason, r.RouterAge.Round(time.Millisecond), r.AgentAge.Round(time.Millisecond), r.Agent,
+		r.Reason, wait(r.RouterAge, r.RouterKnown), wait(r.AgentAge, r.AgentKnown), r.Agent,
 		r.Backlog().Round(time.Millisecond), r.Timeout, r.RetryAfter)
 }
 
@@ -122,21 +129,21 @@ func (a *Admission) Check(t IntentTypeInfo, known bool, timeoutMs *int64) *Refus
 		oldest  time.Time
 		counted bool
 	)
-	take := func(age time.Duration, at time.Time, ok bool, slack time.Duration) time.Duration {
+	take := func(age time.Duration, at time.Time, ok bool, slack time.Duration) (time.Duration, bool) {
 		if !ok || now.Sub(at) > stale {
-			return 0 // unknown admits
+			return 0, false // unknown admits
 		}
 		if !counted || at.Before(oldest) {
 			oldest = at
 		}
 		counted = true
-		return max(0, age-slack)
+		return max(0, age-slack), true
 	}
 	r := &Refusal{Agent: t.Agent}
 	routerAge, routerAt, routerOK := a.backlog.RouterBacklog()
-	r.RouterAge = take(routerAge, routerAt, routerOK, a.cfg.RouterSlack)
+	r.RouterAge, r.RouterKnown = take(routerAge, routerAt, routerOK, a.cfg.RouterSlack)
 	agentAge, agentAt, agentOK := a.backlog.AgentBacklog(t.Agent)
-	r.AgentAge = take(agentAge, agentAt, agentOK, a.cfg.AgentSlack)
+	r.AgentAge, r.AgentKnown = take(agentAge, agentAt, agentOK, a.cfg.AgentSlack)
 	if !counted {
 		return nil
 	}

@@ -186,7 +186,8 @@ func TestAdmissionRepeatsAreAnswered(t *testing.T) {
 	}
 	// A new intent, or one with an id nobody resolved, is refused.
 	for _, body := range []string{`{"intent_type":"echo","payload":{}}`, `{"intent_id":"never-seen","intent_type":"echo","payload":{}}`} {
-		if resp, b = h.do("POST", "/v1/intents", body); resp.StatusCode != http.StatusServiceUnavailable {
+		if resp, b = h.do("POST", "/v1/intents", body); resp.StatusCode != http.StatusServiceUnavailable ||
+			!strings.Contains(decode[refusalBody](t, b).Error.Message, "an unknown while for agent echo") {
 			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
 		}
 	}
