@@ -35,7 +35,8 @@ type counts struct {
 	Refused          int64   `json:"refused"` // 503 overloaded
 	Unavailable      int64   `json:"unavailable"`
 	Pending          int64   `json:"no_result_in_wait"`
-	ClientErrors     int64   `json:"client_errors"`
+	ClientErrors     int64   `json:"client_errors"`   // no HTTP answer (connection refused or reset), or an unexpected status
+	ClientTimeouts   int64   `json:"client_timeouts"` // no HTTP answer within the wait plus 10 s
 	RefusedMaxMillis int64   `json:"refused_slowest_ms"`
 }
 
@@ -81,7 +82,11 @@ func one(client *http.Client, target, body string, timeout time.Duration, c *cou
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		atomic.AddInt64(&c.ClientErrors, 1)
+		if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
+			atomic.AddInt64(&c.ClientTimeouts, 1)
+		} else {
+			atomic.AddInt64(&c.ClientErrors, 1)
+		}
 		return
 	}
 	b, _ := io.ReadAll(resp.Body)
