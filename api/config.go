@@ -256,6 +256,7 @@ type options struct {
 	mcp        http.Handler
 	tracing    apiTracing // tracing.go
 	reload     func(context.Context) ReloadReport
+	admission  *Admission // nil: admit everything
 
 	idempotencyWindow time.Duration
 }
@@ -290,6 +291,11 @@ func WithReadiness(f func() error) Option { return func(o *options) { o.readines
 // on every request and must be quick and safe for concurrent use. Default:
 // none.
 func WithDegradation(f func() []string) Option { return func(o *options) { o.degraded = f } }
+
+// WithAdmission refuses intents on POST /v1/intents before publishing them
+// when a's backlog says they would most likely expire unread (503 with
+// Retry-After). Default: nil, every intent is published.
+func WithAdmission(a *Admission) Option { return func(o *options) { o.admission = a } }
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{

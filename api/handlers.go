@@ -91,6 +91,13 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		finished = sync.OnceFunc(func() { finish(publish) }) // publish is false if it failed
 		defer finished()
 	}
+	if publish {
+		if ref := s.admit(r.Context(), req, explicitID); ref != nil {
+			publish = false // nothing was: a retry with the same key publishes
+			writeRefusal(w, ref)
+			return
+		}
+	}
 
 	// With ?wait, register the waiter before publishing, so that however
 	// fast the result comes back it finds us. The intent is the request's
@@ -151,6 +158,28 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// admit asks admission about req before anything is published; a refusal
+// it returns is counted. A repeat of an intent that already has a result
+// (the same tenant's, in memory or the lookup store) is admitted: its
+// caller gets that result, and the router drops the duplicate.
+func (s *Server) admit(ctx context.Context, req *schemas.IntentRequest, explicitID bool) *Refusal {
+	if s.admission == nil {
+		return nil
+	}
+	t, known := s.catalog.Load().IntentType(req.IntentType)
+	ref := s.admission.Check(t, known, req.TimeoutMs)
+	if ref == nil {
+		return nil
+	}
+	if explicitID {
+		if st, err := s.lookup.Lookup(ctx, deref(req.Tenant), req.IntentID); err == nil && st.Resolved() {
+			return nil
+		}
+	}
+	s.admission.Refused(ref)
+	return ref
 }
 
 // waitFor waits on the injected clock for wt's result, at most d, and no

@@ -49,6 +49,7 @@ type Server struct {
 	agentState func(string) any
 	agentLag   func(string) any
 	idem       *idempotency
+	admission  *Admission // nil: admit everything (admission.go)
 	front      *frontMetrics
 	metrics    *metrics
 	sse        *sseMetrics
@@ -133,6 +134,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		agentLag:     o.agentLag,
 		tracing:      o.tracing,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
+		admission:    o.admission,
 		metrics:      m,
 		front:        fm,
 		sse:          sm,

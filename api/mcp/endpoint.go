@@ -80,6 +80,12 @@ type Config struct {
 	// the results memory's, or the lookup store's). Default DefaultTaskTTL.
 	TaskTTL time.Duration
 
+	// Admission, when set, refuses a tools/call before publishing its
+	// intent when the backlog says it would most likely expire unread: a
+	// tool error result (isError) saying so and when to retry. Nil: every
+	// call is published.
+	Admission *api.Admission
+
 	// TracerProvider, when set, traces each tools/call that publishes an
 	// intent with a switchboard.intake span (tracing.go), as the HTTP API
 	// does. Nil: no spans (the caller's traceparent still travels on).

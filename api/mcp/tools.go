@@ -183,6 +183,13 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	// the publish at once.
 	defer e.calls.add(tenant, session, ci.ID, id)()
 	if res == nil {
+		if ref, stored := e.admit(ctx, t, tenant, id); ref != nil {
+			return overloaded(ref), nil
+		} else if stored != nil {
+			res = stored // a repeat of a resolved call: its result, nothing published
+		}
+	}
+	if res == nil {
 		if err := e.cfg.Publisher.PublishIntent(ctx, ir); err != nil {
 			e.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "publish intent failed", slog.String("intent_id", id), slog.Any("error", err))
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the intent could not be published; retry the call"}
@@ -202,6 +209,34 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 		defer stop()
 	}
 	return e.await(ctx, req, t, id, ci.ID, wait)
+}
+
+// admit asks admission about a call before anything is published. A
+// refusal it returns is counted; a repeat of a call whose intent has its
+// result (the same tenant's) is not refused: stored is that result.
+func (e *Endpoint) admit(ctx context.Context, t api.IntentTypeInfo, tenant, id string) (ref *api.Refusal, stored *schemas.IntentResult) {
+	if ref = e.cfg.Admission.Check(t, true, nil); ref == nil {
+		return nil, nil
+	}
+	if st, err := e.cfg.Lookup.Lookup(ctx, tenant, id); err == nil && st.Resolved() {
+		return nil, st.Result
+	}
+	e.cfg.Admission.Refused(ref)
+	return ref, nil
+}
+
+// overloaded is the tool error of a call admission refused: nothing was
+// published, and the text says when to retry (clients show it to the model
+// that called the tool), as _meta does for programs.
+func overloaded(ref *api.Refusal) *sdk.CallToolResult {
+	return &sdk.CallToolResult{
+		IsError: true,
+		Meta: sdk.Meta{
+			"reason": ref.Reason, "backlog_ms": ref.Backlog().Milliseconds(),
+			"retry_after_ms": ref.RetryAfter.Milliseconds(),
+		},
+		Content: []sdk.Content{&sdk.TextContent{Text: ref.Error()}},
+	}
 }
 
 // await waits for the intent's result: up to its deadline (the intent

@@ -43,7 +43,7 @@ type node struct {
 	pub     *client.Publisher
 	kafka   kafkaio.Settings
 	store   *contexts.Store // the context snapshots, shared by every router the node runs
-	lag     *lag.Sampler    // the agents' consumer lag
+	lag     *lag.Sampler    // the agents' consumer lag, and the router group's backlog
 	lagConn *kafkaio.LagAdmin
 	hang    *lag.HangWatch      // hanging transactions on Switchboard's topics (shares lagConn's admin client)
 	aborter *kafkaio.TxnAborter // ends them for hang (router.abort_hanging_transactions); nil: off
@@ -225,6 +225,10 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 		return nil, err
 	}
 	catalog := catalogOf(cfg)
+	admission, err := newAdmission(cfg, n.lag, reg)
+	if err != nil {
+		return nil, err
+	}
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
 		ep, err := mcp.New(mcp.Config{
@@ -233,7 +237,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
-			TracerProvider: n.tracerProvider(),
+			TracerProvider: n.tracerProvider(), Admission: admission,
 		})
 		if err != nil {
 			return nil, err
@@ -244,7 +248,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, reload, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
-		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()),
+		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()), api.WithAdmission(admission),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
 		api.WithReadiness(n.ready), api.WithDegradation(n.degraded), api.WithContexts(n.store),
 		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))
@@ -400,8 +404,8 @@ func openLookup(cfg *config.Config, log *slog.Logger) (store *lookup.Store, drop
 	return store, drop, nil
 }
 
-// newLag builds the agents' lag sampler (its own admin client and reader)
-// and the collector of the router consumer's lag, registered with reg.
+// newLag builds the lag sampler of the agents' groups and the router's own
+// (its own admin client and reader) and the collector of the router consumer's lag, registered with reg.
 func (n *node) newLag(reg prometheus.Registerer) error {
 	var err error
 	if n.ownLag, err = lag.NewConsumerLag(reg); err != nil {
@@ -417,6 +421,7 @@ func (n *node) newLag(reg prometheus.Registerer) error {
 		return err
 	}
 	n.lag, err = lag.NewSampler(n.lagConn, groups, lag.WithInterval(n.cfg.Router.LagInterval.D()),
+		lag.WithRouterGroup(n.cfg.Kafka.GroupID, n.cfg.Topics.Requests),
 		lag.WithRegisterer(reg), lag.WithLogger(n.log))
 	if err == nil {
 		n.hang, err = n.newHangWatch(reg, lagKafka)

@@ -315,6 +315,8 @@ type HTTP struct {
 	Lookup HTTPLookup `yaml:"lookup"`
 	// MCP is the Model Context Protocol endpoint (mcp.go).
 	MCP MCP `yaml:"mcp"`
+	// Admission refuses intents the backlog would let expire (admission.go).
+	Admission HTTPAdmission `yaml:"admission"`
 }
 
 // Log sets the log level (debug, info, warn, error) and format (text, json).

@@ -230,6 +230,7 @@ func (c *Config) setDefaults() {
 	c.setMemoryDefaults() // before the budgets' and the lookup store's: it derives theirs
 	c.setBudgetDefaults()
 	c.setLookupDefaults()
+	c.setAdmissionDefaults()
 	def(&c.Log.Level, "info")
 	def(&c.Log.Format, "text")
 	for name, a := range c.Agents {
@@ -393,6 +394,7 @@ func (c *Config) validate(root *yaml.Node) Errors {
 	c.validateMemory(add)
 	c.validateContexts(add)
 	c.validateLookup(add)
+	c.validateAdmission(add)
 	c.validateProgress(add)
 	c.validateTelemetry(add)
 	switch c.Log.Level {

@@ -160,8 +160,11 @@ type Sampler struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	mu     sync.RWMutex
-	latest map[string]AgentLag // by agent; replaced whole, never modified
+	router *Group // the router's own group on the requests topic; nil: not sampled
+
+	mu        sync.RWMutex
+	latest    map[string]AgentLag // by agent; replaced whole, never modified
+	latestOwn AgentLag            // the router's group (Agent ""), at the last sample
 
 	started  atomic.Bool
 	stop     chan struct{}
@@ -177,6 +180,15 @@ type options struct {
 	interval time.Duration
 	reg      prometheus.Registerer
 	log      *slog.Logger
+	router   *Group
+}
+
+// WithRouterGroup makes the Sampler measure the router's own consumer group
+// on the requests topic too, the way it measures the agents' (Router
+// answers for it): the backlog of intents no router has read yet, the same
+// on every instance.
+func WithRouterGroup(groupID, requestsTopic string) Option {
+	return func(o *options) { o.router = &Group{GroupID: groupID, Topic: requestsTopic} }
 }
 
 // WithClock sets the clock the interval and the ages run on (default: real).
@@ -214,6 +226,13 @@ func NewSampler(admin Admin, groups []Group, opts ...Option) (*Sampler, error) {
 		latest: make(map[string]AgentLag, len(groups)),
 		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
+	if r := o.router; r != nil {
+		if r.GroupID == "" || r.Topic == "" {
+			return nil, fmt.Errorf("%w: the router's group %q on topic %q: each needs both", ErrBadGroup, r.GroupID, r.Topic)
+		}
+		s.router = r
+		s.latestOwn = AgentLag{GroupID: r.GroupID, State: StateUnknown}
+	}
 	slices.SortFunc(s.groups, func(a, b Group) int { return cmp.Compare(a.Agent, b.Agent) })
 	for _, g := range s.groups {
 		if g.Agent == "" || g.GroupID == "" || g.Topic == "" {
@@ -230,6 +249,14 @@ func NewSampler(admin Admin, groups []Group, opts ...Option) (*Sampler, error) {
 			s.topics = append(s.topics, g.Topic)
 		}
 	}
+	if s.router != nil {
+		if !slices.Contains(s.ids, s.router.GroupID) {
+			s.ids = append(s.ids, s.router.GroupID)
+		}
+		if !slices.Contains(s.topics, s.router.Topic) {
+			s.topics = append(s.topics, s.router.Topic)
+		}
+	}
 	if err := o.reg.Register(&agentCollector{s: s}); err != nil {
 		return nil, fmt.Errorf("lag: registering metrics: %w", err)
 	}
@@ -244,6 +271,20 @@ func (s *Sampler) Agent(name string) (AgentLag, bool) {
 	defer s.mu.RUnlock()
 	a, ok := s.latest[name]
 	return a, ok
+}
+
+// Router returns the router's group at the last sample (Agent "", State
+// unknown before the first): its Records are the requests no router has
+// consumed, its OldestAge how long the oldest of them had waited at
+// SampledAt. It returns false without WithRouterGroup. Its Partitions are
+// shared: do not modify them.
+func (s *Sampler) Router() (AgentLag, bool) {
+	if s.router == nil {
+		return AgentLag{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.latestOwn, true
 }
 
 // Run samples at once, then again interval after each sample ends, until
@@ -295,14 +336,18 @@ func (s *Sampler) Shutdown(ctx context.Context) error {
 // sample measures every group once and publishes the result, unless ctx
 // ended meanwhile (a sample cut short by Shutdown is not an error).
 func (s *Sampler) sample(ctx context.Context) {
-	if len(s.groups) == 0 {
+	if len(s.groups) == 0 && s.router == nil {
 		return
 	}
 	now := s.clock.Now()
 	out := make(map[string]AgentLag, len(s.groups))
+	var own AgentLag
 	failAll := func(err error) {
 		for _, g := range s.groups {
 			out[g.Agent] = AgentLag{Agent: g.Agent, GroupID: g.GroupID, State: StateError, SampledAt: now, Err: err.Error()}
+		}
+		if s.router != nil {
+			own = AgentLag{GroupID: s.router.GroupID, State: StateError, SampledAt: now, Err: err.Error()}
 		}
 	}
 	infos, err := s.admin.DescribeGroups(ctx, s.ids)
@@ -312,6 +357,9 @@ func (s *Sampler) sample(ctx context.Context) {
 			for _, g := range s.groups {
 				out[g.Agent] = s.sampleGroup(ctx, g, infos, extents[g.Topic], now)
 			}
+			if s.router != nil {
+				own = s.sampleGroup(ctx, *s.router, infos, extents[s.router.Topic], now)
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -320,7 +368,7 @@ func (s *Sampler) sample(ctx context.Context) {
 	if err != nil {
 		failAll(err)
 	}
-	s.publish(out)
+	s.publish(out, own)
 }
 
 // sampleGroup measures one group against its topic's extents.
@@ -410,11 +458,17 @@ func (s *Sampler) age(ctx context.Context, topic string, al *AgentLag, probe map
 
 // publish makes out the latest sample and logs the agents whose state
 // changed.
-func (s *Sampler) publish(out map[string]AgentLag) {
+func (s *Sampler) publish(out map[string]AgentLag, own AgentLag) {
 	s.mu.Lock()
-	prev := s.latest
+	prev, prevOwn := s.latest, s.latestOwn
 	s.latest = out
+	if s.router != nil {
+		s.latestOwn = own
+	}
 	s.mu.Unlock()
+	if s.router != nil && own.State == StateError && prevOwn.State != StateError {
+		s.log.Warn("sampling the router's backlog failed", "group", own.GroupID, "error", own.Err)
+	}
 	for _, g := range s.groups {
 		was, now := prev[g.Agent], out[g.Agent]
 		if was.State == now.State {

@@ -116,9 +116,15 @@ const interval = 10 * time.Second
 
 func newHarness(t *testing.T, groups ...lag.Group) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, groups...)
+}
+
+func newHarnessWith(t *testing.T, opts []lag.Option, groups ...lag.Group) *harness {
+	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(time.UnixMilli(1_800_000_000_000)), admin: newFakeAdmin(), reg: prometheus.NewRegistry()}
 	var err error
-	h.s, err = lag.NewSampler(h.admin, groups, lag.WithClock(h.clock), lag.WithInterval(interval), lag.WithRegisterer(h.reg))
+	opts = append([]lag.Option{lag.WithClock(h.clock), lag.WithInterval(interval), lag.WithRegisterer(h.reg)}, opts...)
+	h.s, err = lag.NewSampler(h.admin, groups, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
