@@ -71,11 +71,13 @@ func NewWaitLimit(cfg WaitLimitConfig, reg prometheus.Registerer) (*WaitLimit, e
 	if err != nil {
 		return nil, err
 	}
-	l := &WaitLimit{cfg: cfg, refused: refused.WithLabelValues(ReasonWaiting), tenants: map[string]int{},
+	l := &WaitLimit{
+		cfg: cfg, refused: refused.WithLabelValues(ReasonWaiting), tenants: map[string]int{},
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_api_waiting_callers",
 			Help: "Callers waiting for a result on this instance: POST /v1/intents?wait and ?stream=sse, MCP tools/call (bounded by http.max_waiting).",
-		})}
+		}),
+	}
 	if err := reg.Register(l.waiting); err != nil {
 		return nil, fmt.Errorf("api: register waiting metrics: %w", err)
 	}

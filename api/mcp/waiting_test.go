@@ -72,8 +72,10 @@ func TestWaitLimitRefusesACall(t *testing.T) {
 	}
 
 	for _, req := range h.pub.Requests() {
-		h.results.Add(&schemas.IntentResult{IntentID: req.IntentID, IntentType: "slow", Tenant: req.Tenant,
-			Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`))})
+		h.results.Add(&schemas.IntentResult{
+			IntentID: req.IntentID, IntentType: "slow", Tenant: req.Tenant,
+			Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`)),
+		})
 	}
 	for _, c := range []<-chan rpc{first, second} {
 		r := <-c
