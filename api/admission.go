@@ -75,35 +75,42 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 	case cfg.Interval <= 0 || cfg.RouterSlack < 0 || cfg.AgentSlack < 0:
 		return nil, fmt.Errorf("%w: the admission interval must be positive and the slacks not negative", ErrInvalidConfig)
 	}
-	a := &Admission{cfg: cfg, backlog: b, clock: clock, refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "switchboard_api_admission_refused_total",
-		Help: "Intents refused before publishing (HTTP 503, MCP tool error) because the backlog in front of them would most likely outlast their timeout, by reason: router_backlog or agent_backlog, the larger of the two waits.",
-	}, []string{"reason"})}
+	refused, err := refusedCounter(reg) // waiting.go
+	if err != nil {
+		return nil, err
+	}
+	a := &Admission{cfg: cfg, backlog: b, clock: clock, refused: refused}
 	for _, r := range []string{ReasonRouterBacklog, ReasonAgentBacklog} {
 		a.refused.WithLabelValues(r)
-	}
-	if err := reg.Register(a.refused); err != nil {
-		return nil, fmt.Errorf("api: register admission metrics: %w", err)
 	}
 	return a, nil
 }
 
-// Refusal says why an intent was refused. Its Error is one line meant for
-// the caller.
+// Refusal says why an intent was refused: by [Admission] for its backlog,
+// or by a [WaitLimit] for the callers already waiting. Its Error is one
+// line meant for the caller.
 type Refusal struct {
-	Reason                  string        // ReasonRouterBacklog or ReasonAgentBacklog
+	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog or ReasonWaiting
 	Agent                   string        // the intent type's agent
 	RouterAge               time.Duration // the router's backlog age, less its slack
 	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
 	RouterKnown, AgentKnown bool          // whether each age was measured (a recent sample)
 	Timeout                 time.Duration // the intent's effective timeout
-	RetryAfter              time.Duration // until the next sample, at least a second
+	RetryAfter              time.Duration // until the next sample, at least a second (waiting: a second)
+
+	// ReasonWaiting: the callers waiting (the tenant's, when Tenant is
+	// set) and the bound they reached.
+	Waiting, Limit int
+	Tenant         *string // the tenant whose bound was reached; nil: the instance's
 }
 
 // Backlog is the wait the refusal counted: RouterAge plus AgentAge.
 func (r *Refusal) Backlog() time.Duration { return r.RouterAge + r.AgentAge }
 
 func (r *Refusal) Error() string {
+	if r.Reason == ReasonWaiting {
+		return r.waitingError() // waiting.go
+	}
 	wait := func(d time.Duration, known bool) string {
 		if !known {
 			return "an unknown while"
@@ -170,8 +177,10 @@ func (a *Admission) Refused(r *Refusal) { a.refused.WithLabelValues(r.Reason).In
 // writeRefusal answers 503 with Retry-After and the refusal as the error.
 func writeRefusal(w http.ResponseWriter, r *Refusal) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(r.RetryAfter/time.Second)))
-	ms := r.Backlog().Milliseconds()
-	writeJSON(w, http.StatusServiceUnavailable, errorResponse{Error: errorBody{
-		Code: codeOverloaded, Message: r.Error(), Reason: r.Reason, BacklogMs: &ms,
-	}})
+	body := errorBody{Code: codeOverloaded, Message: r.Error(), Reason: r.Reason}
+	if r.Reason != ReasonWaiting {
+		ms := r.Backlog().Milliseconds()
+		body.BacklogMs = &ms
+	}
+	writeJSON(w, http.StatusServiceUnavailable, errorResponse{Error: body})
 }

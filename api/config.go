@@ -257,6 +257,7 @@ type options struct {
 	tracing    apiTracing // tracing.go
 	reload     func(context.Context) ReloadReport
 	admission  *Admission // nil: admit everything
+	waitLimit  *WaitLimit // nil: no bound on waiting callers
 
 	idempotencyWindow time.Duration
 }
@@ -296,6 +297,12 @@ func WithDegradation(f func() []string) Option { return func(o *options) { o.deg
 // when a's backlog says they would most likely expire unread (503 with
 // Retry-After). Default: nil, every intent is published.
 func WithAdmission(a *Admission) Option { return func(o *options) { o.admission = a } }
+
+// WithWaitLimit bounds the callers of POST /v1/intents that wait for the
+// result (?wait, ?stream=sse): one more is refused before anything is
+// published (503 overloaded, reason "waiting", Retry-After: 1). Share l
+// with the MCP endpoint's. Default: nil, no bound.
+func WithWaitLimit(l *WaitLimit) Option { return func(o *options) { o.waitLimit = l } }
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{

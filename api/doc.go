@@ -7,7 +7,10 @@
 //     it through a [Publisher], and answer 202 at once, or with ?wait=DURATION
 //     hold the request until the intent's result arrives (200) or the wait
 //     ends (202, status "pending").
-//     Idempotent by Idempotency-Key or intent_id (idempotency.go).
+//     Idempotent by Idempotency-Key or intent_id (idempotency.go). Before
+//     publishing, [Admission] may refuse it for the backlog in Kafka
+//     (admission.go), and a [WaitLimit] a caller that would wait, over the
+//     callers already waiting on this instance or of its tenant (waiting.go).
 //   - GET /v1/intents/{id}: the result and timeline, or the pending state,
 //     of any intent (timeline.go), from this instance's memory and then an
 //     [IntentLookup] (intentlookup.go: the store of every intent, package

@@ -113,6 +113,14 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 		if res == nil && explicitID { // resolved before, maybe on another instance
 			res = s.lookup.stored(r.Context(), ik.tenant, req.IntentID)
 		}
+		if res == nil { // this caller waits: it takes a slot, or is refused
+			release := s.takeWaitSlot(w, p)
+			if release == nil {
+				publish = false // nothing was: a retry with the same key publishes
+				return
+			}
+			defer release()
+		}
 	}
 	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
 	if stream {
@@ -122,6 +130,12 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer s.releaseStream(p)
+		release := s.takeWaitSlot(w, p)
+		if release == nil {
+			publish = false
+			return
+		}
+		defer release()
 		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.cfg.SendQueue)
 		defer watch.Close()
 	}
@@ -180,6 +194,18 @@ func (s *Server) admit(ctx context.Context, req *schemas.IntentRequest, explicit
 	}
 	s.admission.Refused(ref)
 	return ref
+}
+
+// takeWaitSlot takes a slot of the wait limit for a caller of p's tenant
+// (waiting.go), or answers its refusal (503 overloaded, reason "waiting")
+// and returns nil. The caller releases the slot when it stops waiting.
+func (s *Server) takeWaitSlot(w http.ResponseWriter, p *principal) (release func()) {
+	release, ref := s.waitLimit.Acquire(tenantPtr(p))
+	if ref != nil {
+		writeRefusal(w, ref)
+		return nil
+	}
+	return release
 }
 
 // waitFor waits on the injected clock for wt's result, at most d, and no

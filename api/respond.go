@@ -16,7 +16,7 @@ const (
 	codeNotFound             = "not_found"         // 404: no such route, or no such result here
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeUnavailable          = "unavailable" // 503: could not publish, or shutting down
-	codeOverloaded           = "overloaded"  // 503: admission refused the intent before publishing it (admission.go)
+	codeOverloaded           = "overloaded"  // 503: admission or the wait limit refused the intent before publishing it (admission.go, waiting.go)
 	codeNotReady             = "not_ready"   // 503 from /readyz
 	codeInternal             = "internal"    // 500
 	codeForbiddenOrigin      = "forbidden_origin"
@@ -35,7 +35,8 @@ type errorBody struct {
 	// body, when it is deeper than a field (invalid_payload).
 	Path string `json:"path,omitempty"`
 	// Reason and BacklogMs explain an overloaded refusal (admission.go):
-	// which wait dominated, and the backlog counted, in milliseconds.
+	// which wait dominated, and the backlog counted, in milliseconds; or
+	// reason "waiting" (waiting.go), without a backlog.
 	Reason    string `json:"reason,omitempty"`
 	BacklogMs *int64 `json:"backlog_ms,omitempty"`
 }

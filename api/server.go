@@ -50,6 +50,7 @@ type Server struct {
 	agentLag   func(string) any
 	idem       *idempotency
 	admission  *Admission // nil: admit everything (admission.go)
+	waitLimit  *WaitLimit // nil: no bound on waiting callers (waiting.go)
 	front      *frontMetrics
 	metrics    *metrics
 	sse        *sseMetrics
@@ -135,6 +136,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		tracing:      o.tracing,
 		idem:         newIdempotency(o.clock, o.idempotencyWindow),
 		admission:    o.admission,
+		waitLimit:    o.waitLimit,
 		metrics:      m,
 		front:        fm,
 		sse:          sm,

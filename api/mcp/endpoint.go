@@ -86,6 +86,13 @@ type Config struct {
 	// call is published.
 	Admission *api.Admission
 
+	// WaitLimit, when set, bounds the tools/call that wait for their
+	// result (a task-augmented call does not wait): one more over its
+	// bounds is refused before publishing, a tool error like admission's
+	// with reason "waiting". Share the HTTP API's ([api.WithWaitLimit]).
+	// Nil: no bound.
+	WaitLimit *api.WaitLimit
+
 	// TracerProvider, when set, traces each tools/call that publishes an
 	// intent with a switchboard.intake span (tracing.go), as the HTTP API
 	// does. Nil: no spans (the caller's traceparent still travels on).
@@ -177,8 +184,8 @@ func New(cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		tenant, _ := api.TenantFrom(r.Context())
-		return &auth.TokenInfo{UserID: tenant}, nil
+		tenant, ok := api.TenantFrom(r.Context())
+		return &auth.TokenInfo{UserID: tenant, Extra: map[string]any{authenticatedKey: ok}}, nil
 	}
 	bind := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	getServer := func(*http.Request) *sdk.Server { return e.server }

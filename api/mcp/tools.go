@@ -189,6 +189,14 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 			res = stored // a repeat of a resolved call: its result, nothing published
 		}
 	}
+	task := e.wantsTask(req, ci)
+	if res == nil && !task { // this call waits: it takes a slot, or is refused
+		release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req))
+		if ref != nil {
+			return overloaded(ref), nil
+		}
+		defer release()
+	}
 	if res == nil {
 		if err := e.cfg.Publisher.PublishIntent(ctx, ir); err != nil {
 			e.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "publish intent failed", slog.String("intent_id", id), slog.Any("error", err))
@@ -196,7 +204,7 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 		}
 		e.cfg.Results.Submitted(id, p.Name, tenant)
 	}
-	if e.wantsTask(req, ci) {
+	if task {
 		return e.taskCreated(req, id, now, res), nil
 	}
 	if res != nil {
@@ -225,18 +233,30 @@ func (e *Endpoint) admit(ctx context.Context, t api.IntentTypeInfo, tenant, id s
 	return ref, nil
 }
 
-// overloaded is the tool error of a call admission refused: nothing was
-// published, and the text says when to retry (clients show it to the model
-// that called the tool), as _meta does for programs.
+// overloaded is the tool error of a call admission or the wait limit
+// refused: nothing was published, and the text says when to retry (clients
+// show it to the model that called the tool), as _meta does for programs.
 func overloaded(ref *api.Refusal) *sdk.CallToolResult {
-	return &sdk.CallToolResult{
-		IsError: true,
-		Meta: sdk.Meta{
-			"reason": ref.Reason, "backlog_ms": ref.Backlog().Milliseconds(),
-			"retry_after_ms": ref.RetryAfter.Milliseconds(),
-		},
-		Content: []sdk.Content{&sdk.TextContent{Text: ref.Error()}},
+	meta := sdk.Meta{"reason": ref.Reason, "retry_after_ms": ref.RetryAfter.Milliseconds()}
+	if ref.Reason != api.ReasonWaiting {
+		meta["backlog_ms"] = ref.Backlog().Milliseconds()
 	}
+	return &sdk.CallToolResult{IsError: true, Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: ref.Error()}}}
+}
+
+// authenticatedKey marks, in the TokenInfo's Extra, a caller whose
+// credential the API's guard checked (endpoint.go).
+const authenticatedKey = "switchboard.authenticated"
+
+// tenantPtr is the caller's tenant for the wait limit's per-tenant bound:
+// nil without a credential (authentication off), whose tenant means
+// nothing.
+func tenantPtr(req sdk.Request) *string {
+	if x := req.GetExtra(); x != nil && x.TokenInfo != nil && x.TokenInfo.Extra[authenticatedKey] == true {
+		t := x.TokenInfo.UserID
+		return &t
+	}
+	return nil
 }
 
 // await waits for the intent's result: up to its deadline (the intent

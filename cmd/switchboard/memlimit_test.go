@@ -49,7 +49,8 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 			t.Errorf("%q: budgets do not fit: %+v", tc.yaml, b)
 		}
 	}
-	if api.DefaultResultsMaxBytes != config.DefaultResultsMaxBytes || api.DefaultSendQueueBytes != config.DefaultSendQueueBytes {
+	if api.DefaultResultsMaxBytes != config.DefaultResultsMaxBytes || api.DefaultSendQueueBytes != config.DefaultSendQueueBytes ||
+		api.DefaultMaxWaiting != config.DefaultMaxWaiting {
 		t.Fatal("the API's defaults and the configuration's copies of them differ")
 	}
 }

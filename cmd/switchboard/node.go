@@ -229,6 +229,10 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	if err != nil {
 		return nil, err
 	}
+	waitLimit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: cfg.HTTP.MaxWaiting, MaxPerTenant: cfg.HTTP.MaxWaitingPerTenant}, reg)
+	if err != nil {
+		return nil, err
+	}
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
 		ep, err := mcp.New(mcp.Config{
@@ -237,7 +241,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
-			TracerProvider: n.tracerProvider(), Admission: admission,
+			TracerProvider: n.tracerProvider(), Admission: admission, WaitLimit: waitLimit,
 		})
 		if err != nil {
 			return nil, err
@@ -248,7 +252,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	n.api, err = api.New(apiCfg, n.pub, n.results, mcpDoor, reload, api.WithLookup(n.lookup),
 		api.WithLogger(log), api.WithRegisterer(reg), api.WithGatherer(gatherer),
 		api.WithHistory(n.feed), api.WithCatalog(catalog),
-		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()), api.WithAdmission(admission),
+		api.WithIdempotencyWindow(cfg.Router.DedupWindow.D()), api.WithAdmission(admission), api.WithWaitLimit(waitLimit),
 		api.WithAgentState(n.agentState), api.WithAgentLag(n.agentLag),
 		api.WithReadiness(n.ready), api.WithDegradation(n.degraded), api.WithContexts(n.store),
 		api.WithTracerProvider(n.tracerProvider()), api.WithTraceURL(cfg.Telemetry.TraceURL))

@@ -304,6 +304,13 @@ type HTTP struct {
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
 	BodyReadTimeout   Duration `yaml:"body_read_timeout"`
 	IdleTimeout       Duration `yaml:"idle_timeout"`
+	// MaxWaiting bounds the callers waiting for a result on one instance
+	// (POST /v1/intents?wait and ?stream=sse, MCP tools/call); one more is
+	// refused at once, nothing published (503 overloaded, reason
+	// "waiting"). MaxWaitingPerTenant bounds one authenticated tenant's
+	// (http_limits.go). Defaults 4096 and half of MaxWaiting.
+	MaxWaiting          int `yaml:"max_waiting"`
+	MaxWaitingPerTenant int `yaml:"max_waiting_per_tenant"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`

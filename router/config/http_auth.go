@@ -109,6 +109,7 @@ var (
 )
 
 func (c *Config) setHTTPDefaults() {
+	c.setWaitingDefaults() // http_limits.go
 	if c.HTTP.Auth.Mode == "" {
 		c.HTTP.Auth.Mode = AuthRequired
 	}

@@ -2,6 +2,42 @@ package config
 
 import "fmt"
 
+// DefaultMaxWaiting is http.max_waiting's default, the API's
+// (api.DefaultMaxWaiting): about a second of what a 2-core host answers
+// through the API at its knee (3,000-4,000 intents/s, BENCHMARKS.md), and a
+// fifth of serve's 20,000 descriptors. http.max_waiting_per_tenant's
+// default is half of http.max_waiting.
+const DefaultMaxWaiting = 4096
+
+// setWaitingDefaults sets http.max_waiting and max_waiting_per_tenant when
+// absent (0).
+func (c *Config) setWaitingDefaults() {
+	h := &c.HTTP
+	if h.MaxWaiting == 0 {
+		h.MaxWaiting = DefaultMaxWaiting
+	}
+	if h.MaxWaitingPerTenant == 0 && h.MaxWaiting > 0 {
+		h.MaxWaitingPerTenant = max(1, h.MaxWaiting/2)
+	}
+}
+
+// validateWaiting checks the waiting bounds: positive, and a tenant's no
+// larger than the instance's.
+func (c *Config) validateWaiting() Errors {
+	var errs Errors
+	h := c.HTTP
+	if h.MaxWaiting < 0 {
+		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default, 4096)", "http", "max_waiting"))
+	}
+	switch {
+	case h.MaxWaitingPerTenant < 0:
+		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: half of max_waiting)", "http", "max_waiting_per_tenant"))
+	case h.MaxWaiting > 0 && h.MaxWaitingPerTenant > h.MaxWaiting:
+		errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than max_waiting %d: a tenant's bound is a share of the instance's", h.MaxWaitingPerTenant, h.MaxWaiting), "http", "max_waiting_per_tenant"))
+	}
+	return errs
+}
+
 // Lower bounds of http's byte limits: below them the API could not serve
 // an ordinary request or keep an ordinary result.
 const (
@@ -32,5 +68,5 @@ func (c *Config) validateHTTPLimits() Errors {
 			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d bytes is too small: at least %d (0 or absent: the default)", f.v, f.least), "http", f.key))
 		}
 	}
-	return errs
+	return append(errs, c.validateWaiting()...)
 }

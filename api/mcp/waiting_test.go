@@ -1,0 +1,90 @@
+package mcp_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/mcp"
+	"github.com/switchboard-mcp/switchboard/schemas"
+)
+
+// gauge reads switchboard_api_waiting_callers in reg.
+func gauge(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "switchboard_api_waiting_callers" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestWaitLimitRefusesACall: a tools/call that would wait over its
+// tenant's bound is refused at once, a tool error with reason "waiting"
+// and nothing published, while another tenant's call still waits; a call
+// as a task does not wait and is not bounded; a slot comes back with the
+// result.
+func TestWaitLimitRefusesACall(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: 2, MaxPerTenant: 1}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) { c.WaitLimit = limit })
+	acme, other := h.session(keyAcme), h.session(keyOther)
+	call := func(key, sid, id, tool string) <-chan rpc {
+		out := make(chan rpc, 1)
+		go func() {
+			out <- h.post(key, sessionHdr(sid), `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"id":`+id+`}}}`)
+		}()
+		return out
+	}
+	first := call(keyAcme, acme, "2", "slow")
+	waitFor(t, func() bool { return gauge(t, reg) == 1 && len(h.pub.Requests()) == 1 })
+
+	r := <-call(keyAcme, acme, "3", "slow")
+	res, _ := r.reply()["result"].(map[string]any)
+	if res == nil || res["isError"] != true {
+		t.Fatalf("the call over the bound: %s", r.body)
+	}
+	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
+	meta := res["_meta"].(map[string]any)
+	if !strings.Contains(text, `overloaded (waiting): tenant "acme" already has 1 callers waiting`) ||
+		meta["reason"] != "waiting" || meta["retry_after_ms"] != float64(1000) || meta["backlog_ms"] != nil {
+		t.Fatalf("refusal: %q %v", text, meta)
+	}
+	if n := len(h.pub.Requests()); n != 1 {
+		t.Fatalf("published %d intents, want 1 (the refused call's was not)", n)
+	}
+
+	second := call(keyOther, other, "2", "slow")
+	waitFor(t, func() bool { return gauge(t, reg) == 2 && len(h.pub.Requests()) == 2 })
+	task := h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow","arguments":{"n":3},"task":{"ttl":60000}}}`)
+	if tk, _ := task.reply()["result"].(map[string]any)["task"].(map[string]any); tk == nil {
+		t.Fatalf("a call as a task is not bounded: %s", task.body)
+	}
+
+	for _, req := range h.pub.Requests() {
+		h.results.Add(&schemas.IntentResult{
+			IntentID: req.IntentID, IntentType: "slow", Tenant: req.Tenant,
+			Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`)),
+		})
+	}
+	for _, c := range []<-chan rpc{first, second} {
+		r := <-c
+		if res, _ := r.reply()["result"].(map[string]any); res == nil || res["isError"] == true {
+			t.Fatalf("a waiting call: %s", r.body)
+		}
+	}
+	waitFor(t, func() bool { return gauge(t, reg) == 0 })
+	if r := <-call(keyAcme, acme, "5", "echo"); r.reply() == nil || r.reply()["result"].(map[string]any)["isError"] == true {
+		t.Fatalf("after release: %s", r.body)
+	}
+}

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultMaxWaiting is the default of WaitLimitConfig.Max (http.max_waiting;
+// the README's "HTTP limits" says why); MaxPerTenant's is half of Max.
+const DefaultMaxWaiting = 4096
+
+// ReasonWaiting is the reason of a refusal by the [WaitLimit]: this
+// instance (or the caller's tenant on it) already holds as many callers
+// waiting for results as it may.
+const ReasonWaiting = "waiting"
+
+// waitingRetryAfter is the Retry-After of a refusal for waiting: slots
+// free as fast as results come back, so a second is enough to try again.
+const waitingRetryAfter = time.Second
+
+// WaitLimitConfig bounds the callers that wait for a result on one
+// instance: POST /v1/intents?wait and ?stream=sse, and MCP tools/call.
+// Zero values take the defaults.
+type WaitLimitConfig struct {
+	// Max bounds all of them.
+	Max int
+	// MaxPerTenant bounds one tenant's (authenticated callers only: without
+	// authentication a caller names any tenant it likes), at most Max.
+	MaxPerTenant int
+}
+
+// WaitLimit counts the callers waiting for a result on one instance and
+// refuses one more over its bounds (HTTP 503 overloaded, an MCP tool
+// error; reason "waiting") before anything is published. Every waiting
+// caller holds a goroutine, a socket and a waiter until its result, its
+// wait's end or its going away; the bound keeps that from growing until
+// the process runs out of descriptors. A nil *WaitLimit bounds nothing.
+// It is safe for concurrent use; the HTTP API and the MCP endpoint of one
+// instance share one.
+type WaitLimit struct {
+	cfg     WaitLimitConfig
+	waiting prometheus.Gauge
+	refused prometheus.Counter
+
+	mu      sync.Mutex
+	n       int
+	tenants map[string]int
+}
+
+// NewWaitLimit returns a WaitLimit of cfg with its metrics registered with
+// reg: the gauge switchboard_api_waiting_callers and the reason "waiting"
+// of switchboard_api_admission_refused_total (shared with [Admission]).
+func NewWaitLimit(cfg WaitLimitConfig, reg prometheus.Registerer) (*WaitLimit, error) {
+	if cfg.Max == 0 {
+		cfg.Max = DefaultMaxWaiting
+	}
+	if cfg.MaxPerTenant == 0 {
+		cfg.MaxPerTenant = max(1, cfg.Max/2)
+	}
+	switch {
+	case reg == nil:
+		return nil, fmt.Errorf("%w: NewWaitLimit needs a registerer", ErrInvalidConfig)
+	case cfg.Max < 0 || cfg.MaxPerTenant < 0 || cfg.MaxPerTenant > cfg.Max:
+		return nil, fmt.Errorf("%w: the waiting bounds must be positive, a tenant's at most the instance's (%d, %d per tenant)", ErrInvalidConfig, cfg.Max, cfg.MaxPerTenant)
+	}
+	refused, err := refusedCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	l := &WaitLimit{
+		cfg: cfg, refused: refused.WithLabelValues(ReasonWaiting), tenants: map[string]int{},
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_api_waiting_callers",
+			Help: "Callers waiting for a result on this instance: POST /v1/intents?wait and ?stream=sse, MCP tools/call (bounded by http.max_waiting).",
+		}),
+	}
+	if err := reg.Register(l.waiting); err != nil {
+		return nil, fmt.Errorf("api: register waiting metrics: %w", err)
+	}
+	return l, nil
+}
+
+// Acquire takes a slot for a caller of tenant (nil: unknown, only the
+// instance's bound applies). It returns the slot's release, which must be
+// called once the caller stops waiting (calling it again does nothing),
+// or a counted refusal.
+func (l *WaitLimit) Acquire(tenant *string) (release func(), ref *Refusal) {
+	if l == nil {
+		return func() {}, nil
+	}
+	l.mu.Lock()
+	switch {
+	case l.n >= l.cfg.Max:
+		ref = &Refusal{Reason: ReasonWaiting, Waiting: l.n, Limit: l.cfg.Max, RetryAfter: waitingRetryAfter}
+	case tenant != nil && l.tenants[*tenant] >= l.cfg.MaxPerTenant:
+		ref = &Refusal{Reason: ReasonWaiting, Waiting: l.tenants[*tenant], Limit: l.cfg.MaxPerTenant, Tenant: tenant, RetryAfter: waitingRetryAfter}
+	default:
+		l.n++
+		if tenant != nil {
+			l.tenants[*tenant]++
+		}
+	}
+	l.mu.Unlock()
+	if ref != nil {
+		l.refused.Inc()
+		return nil, ref
+	}
+	l.waiting.Inc()
+	return sync.OnceFunc(func() { l.release(tenant) }), nil
+}
+
+func (l *WaitLimit) release(tenant *string) {
+	l.mu.Lock()
+	l.n--
+	if tenant != nil {
+		if l.tenants[*tenant]--; l.tenants[*tenant] <= 0 {
+			delete(l.tenants, *tenant)
+		}
+	}
+	l.mu.Unlock()
+	l.waiting.Dec()
+}
+
+// waitingError is a refusal's one line when its reason is ReasonWaiting.
+func (r *Refusal) waitingError() string {
+	who, key := "this instance already holds", "http.max_waiting"
+	if r.Tenant != nil {
+		who, key = fmt.Sprintf("tenant %q already has", *r.Tenant), "http.max_waiting_per_tenant"
+	}
+	return fmt.Sprintf("overloaded (waiting): %s %d callers waiting for results here, its %s; nothing was published, retry in %s (or do not wait: POST without ?wait, or call the tool as a task, and fetch the result later)",
+		who, r.Waiting, key, r.RetryAfter)
+}
+
+// refusedCounter registers switchboard_api_admission_refused_total with
+// reg, or returns the one already registered there: admission and the
+// wait limit count in one metric, by reason.
+func refusedCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_api_admission_refused_total",
+		Help: "Intents refused before publishing (HTTP 503, MCP tool error), by reason: router_backlog or agent_backlog, the larger of the two waits when the backlog in front of an intent would most likely outlast its timeout (http.admission); waiting, when this instance or the caller's tenant already holds http.max_waiting or http.max_waiting_per_tenant callers waiting for results.",
+	}, []string{"reason"})
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			return existing, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: register admission metrics: %w", err)
+	}
+	return c, nil
+}

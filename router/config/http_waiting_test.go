@@ -1,0 +1,37 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/router/config"
+)
+
+func TestHTTPMaxWaitingDefaultsAndErrors(t *testing.T) {
+	for _, tc := range []struct {
+		yaml           string
+		max, perTenant int
+	}{
+		{"", config.DefaultMaxWaiting, config.DefaultMaxWaiting / 2},
+		{"http: {max_waiting: 100}\n", 100, 50},
+		{"http: {max_waiting: 1}\n", 1, 1},
+		{"http: {max_waiting: 100, max_waiting_per_tenant: 100}\n", 100, 100},
+	} {
+		c, err := config.Parse("sb.yaml", []byte(tc.yaml+routes), nil)
+		if err != nil || c.HTTP.MaxWaiting != tc.max || c.HTTP.MaxWaitingPerTenant != tc.perTenant {
+			t.Errorf("%q: %d, %d per tenant, want %d, %d (%v)", tc.yaml, c.HTTP.MaxWaiting, c.HTTP.MaxWaitingPerTenant, tc.max, tc.perTenant, err)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"http:\n  max_waiting: -1\n", `sb.yaml:2: http.max_waiting: must not be negative`},
+		{"http:\n  max_waiting_per_tenant: -1\n", `sb.yaml:2: http.max_waiting_per_tenant: must not be negative`},
+		{"http:\n  max_waiting: 10\n  max_waiting_per_tenant: 11\n", `sb.yaml:3: http.max_waiting_per_tenant: 11 is more than max_waiting 10`},
+		{"http:\n  max_waiting: many\n", `sb.yaml:2`},
+	} {
+		_, err := config.Parse("sb.yaml", []byte(tc.yaml+routes), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%q: error\n%v\nwant %s", tc.yaml, err, tc.want)
+		}
+	}
+}
