@@ -68,7 +68,7 @@ func TestGroupReaderReadsOnAfterBrokerRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		props["debug"] = "cgrp,consumer,broker,metadata"
 	}
@@ -133,7 +133,10 @@ func TestGroupReaderReadsOnAfterBrokerRestarts(t *testing.T) {
 		closed := make(chan error, 1)
 		go func() { closed <- r.Close() }()
 		select {
-		case <-closed:
+		case err := <-closed:
+			if err != nil {
+				t.Logf("Close: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("Close did not return")
 		}
