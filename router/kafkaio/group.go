@@ -86,6 +86,9 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 		"isolation.level":          "read_committed",
 		"enable.partition.eof":     false,
 	}
+	if _, set := s.Properties[rebootstrapTrigger]; !set {
+		owned[rebootstrapTrigger] = rebootstrapAfter
+	}
 	c, err := newConsumer(s, "consumer", owned)
 	if err != nil {
 		return nil, err
@@ -334,3 +337,17 @@ func (m *offsetMarks) position() (int64, bool) {
 	}
 	return 0, false
 }
+
+// rebootstrapTrigger is how long librdkafka goes without a metadata answer
+// before it connects to the bootstrap servers again (KIP-1102; librdkafka's
+// default is 5 minutes). A broker in controlled shutdown answers a metadata
+// request with its topics and no brokers (it is fenced), and librdkafka
+// 2.10 and later then forgets every broker it knew (librdkafka#5301): the
+// client has no broker left to ask, and only this timer, restarted by that
+// very answer, brings it back. A GroupReader that met it read nothing for
+// the whole trigger after a broker restart, so it sets a short one unless
+// kafka.properties sets its own.
+const (
+	rebootstrapTrigger = "metadata.recovery.rebootstrap.trigger.ms"
+	rebootstrapAfter   = 10000
+)
