@@ -78,6 +78,23 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	if o.OnCommitError == nil {
 		o.OnCommitError = func(error) {}
 	}
+	c, err := newConsumer(s, "consumer", groupReaderSettings(s, groupID))
+	if err != nil {
+		return nil, err
+	}
+	c.group = groupID
+	g := &GroupReader{c: c, topics: topics, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[port.TopicPartition]*offsetMarks{}}
+	if err := c.SubscribeTopics(topics, g.rebalance); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
+	}
+	return g, nil
+}
+
+// groupReaderSettings are the consumer settings a GroupReader insists on,
+// and a re-bootstrap after rebootstrapAfter unless kafka.properties sets
+// its own trigger.
+func groupReaderSettings(s Settings, groupID string) kafka.ConfigMap {
 	owned := kafka.ConfigMap{
 		"group.id":                 groupID,
 		"auto.offset.reset":        "earliest",
@@ -89,17 +106,7 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	if _, set := s.Properties[rebootstrapTrigger]; !set {
 		owned[rebootstrapTrigger] = rebootstrapAfter
 	}
-	c, err := newConsumer(s, "consumer", owned)
-	if err != nil {
-		return nil, err
-	}
-	c.group = groupID
-	g := &GroupReader{c: c, topics: topics, clock: o.Clock, interval: o.CommitInterval, onError: o.OnCommitError, marks: map[port.TopicPartition]*offsetMarks{}}
-	if err := c.SubscribeTopics(topics, g.rebalance); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("kafkaio: subscribing to %v: %w", topics, err)
-	}
-	return g, nil
+	return owned
 }
 
 // Read hands every record to fn, with the function that marks it done, until
