@@ -241,11 +241,14 @@ func TestAgentPipelinesItsAnswers(t *testing.T) {
 // for as long as librdkafka waits, past the end of the test. Any other
 // test whose agent leaves it behind sees Run return ErrStopAbandoned. Its
 // consumer is still open, so the goroutines that carry that client's log
-// lines (librdkafka's log queue and kafkaio's refusal watch) stay too.
+// lines (librdkafka's log queue and kafkaio's refusal watch) stay too, and
+// so does the reader's commit that the stop waits for (GroupReader commits
+// on a goroutine of its own).
 var abandonedStop = goleak.IgnoreAnyFunction("github.com/switchboard-mcp/switchboard/intents/client.(*Agent).Run.func3")
 
 var abandonedLogs = []goleak.Option{
 	abandonedStop,
+	goleak.IgnoreAnyFunction("github.com/switchboard-mcp/switchboard/router/kafkaio.(*GroupReader).commitAsync.func2"),
 	goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).pollLogEvents"),
 	goleak.IgnoreAnyFunction("github.com/switchboard-mcp/switchboard/router/kafkaio.(*watch).read"),
 }

@@ -115,6 +115,28 @@ func (c *Cluster) HoldProduce(topic string) (release func()) {
 	return func() { once.Do(func() { close(gate) }) }
 }
 
+// HoldOffsetCommits makes the broker hold its answer to every offset commit
+// until release is called (or the cluster closes), as a coordinator that is
+// gone would leave a client waiting: for tests of what must not wait for a
+// commit. held gets a value (without blocking) each time a commit is held.
+// The held client's other requests on that connection (to the group
+// coordinator: heartbeats) wait too.
+func (c *Cluster) HoldOffsetCommits() (held <-chan struct{}, release func()) {
+	gate := make(chan struct{})
+	seen := make(chan struct{}, 1)
+	c.kafka.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.kafka.KeepControl()
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
+		c.kafka.SleepControl(func() { <-gate })
+		return nil, nil, false // then handled as usual
+	})
+	var once sync.Once
+	return seen, func() { once.Do(func() { close(gate) }) }
+}
+
 // Close stops the registry and the broker.
 func (c *Cluster) Close() {
 	if c.srv != nil {

@@ -23,9 +23,16 @@ import (
 // again too.
 //
 // It commits on an interval, when the group takes partitions away (before
-// they go) and at Close. Neither librdkafka's automatic commits nor its
-// automatic offset store are used. Read and Close must not run at the same
-// time; done may be called from any goroutine.
+// they go, unless the assignment is lost) and at Close. Neither librdkafka's
+// automatic commits nor its automatic offset store are used. A commit never
+// holds up reading: the interval's commit runs on a goroutine of its own, one
+// at a time (a tick while one is under way is skipped), and the commit
+// before partitions go is waited for at most revokeCommitWait. librdkafka's
+// commit can take a minute or more when the coordinator is gone (it queues
+// the request for the coordinator it is looking for, socket.timeout.ms and
+// retries), and a reader that waited for it served no rebalance and read
+// nothing meanwhile. Read and Close must not run at the same time; done may
+// be called from any goroutine.
 type GroupReader struct {
 	c        *consumer
 	topics   []string
@@ -33,9 +40,16 @@ type GroupReader struct {
 	interval time.Duration
 	onError  func(error)
 
-	mu    sync.Mutex
-	marks map[port.TopicPartition]*offsetMarks // the partitions assigned now
+	mu       sync.Mutex
+	marks    map[port.TopicPartition]*offsetMarks // the partitions assigned now
+	inflight chan struct{}                        // the commit under way, closed when it returns; nil: none
 }
+
+// revokeCommitWait bounds how long the commit of the partitions the group
+// takes away holds up the rebalance (and so Read). Past it the revoke goes
+// on; the commit may still land, and what it does not commit is read again
+// by the partitions' next owner.
+const revokeCommitWait = 5 * time.Second
 
 // GroupReaderOptions are a GroupReader's optional knobs.
 type GroupReaderOptions struct {
@@ -45,7 +59,9 @@ type GroupReaderOptions struct {
 	Clock clockwork.Clock
 	// OnCommitError hears of a commit that failed (the broker is away,
 	// say); the next commit tries again from where the last one that
-	// succeeded left off. It runs on the goroutine that calls Read or Close.
+	// succeeded left off. It runs on the reader's commit goroutine or the
+	// one that calls Close, one call at a time; it must not call Read or
+	// Close.
 	OnCommitError func(error)
 }
 
@@ -62,14 +78,7 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	if o.OnCommitError == nil {
 		o.OnCommitError = func(error) {}
 	}
-	c, err := newConsumer(s, "consumer", kafka.ConfigMap{
-		"group.id":                 groupID,
-		"auto.offset.reset":        "earliest",
-		"enable.auto.commit":       false,
-		"enable.auto.offset.store": false,
-		"isolation.level":          "read_committed",
-		"enable.partition.eof":     false,
-	})
+	c, err := newConsumer(s, "consumer", groupReaderSettings(s, groupID))
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +91,24 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	return g, nil
 }
 
+// groupReaderSettings are the consumer settings a GroupReader insists on,
+// and a re-bootstrap after rebootstrapAfter unless kafka.properties sets
+// its own trigger.
+func groupReaderSettings(s Settings, groupID string) kafka.ConfigMap {
+	owned := kafka.ConfigMap{
+		"group.id":                 groupID,
+		"auto.offset.reset":        "earliest",
+		"enable.auto.commit":       false,
+		"enable.auto.offset.store": false,
+		"isolation.level":          "read_committed",
+		"enable.partition.eof":     false,
+	}
+	if _, set := s.Properties[rebootstrapTrigger]; !set {
+		owned[rebootstrapTrigger] = rebootstrapAfter
+	}
+	return owned
+}
+
 // Read hands every record to fn, with the function that marks it done, until
 // ctx ends, fn returns an error or the client hits a fatal error; it commits
 // every CommitInterval meanwhile. A record whose done is never called holds
@@ -92,7 +119,7 @@ func (g *GroupReader) Read(ctx context.Context, fn func(rec *port.Record, done f
 	for ctx.Err() == nil {
 		select {
 		case <-ticker.Chan():
-			g.commit(nil)
+			g.commitAsync(nil)
 		default:
 		}
 		switch e := g.c.Poll(100).(type) {
@@ -116,12 +143,20 @@ func (g *GroupReader) Read(ctx context.Context, fn func(rec *port.Record, done f
 	return nil
 }
 
-// Close commits what is done and leaves the group. With the broker away it
-// can take as long as librdkafka waits for the group's coordinator (the
-// session timeout, or longer): a caller that must stop bounds it
-// (intents/client's Agent does).
+// Close waits for a commit under way, commits what is done and leaves the
+// group. With the broker away it can take as long as librdkafka waits for
+// the group's coordinator (the session timeout, or longer): a caller that
+// must stop bounds it (intents/client's Agent does).
 func (g *GroupReader) Close() error {
-	g.commit(nil)
+	g.mu.Lock()
+	inflight := g.inflight
+	g.mu.Unlock()
+	if inflight != nil {
+		<-inflight // the consumer must outlive a commit under way
+	}
+	if done := g.commitAsync(nil); done != nil {
+		<-done
+	}
 	return g.c.Close()
 }
 
@@ -161,7 +196,7 @@ func (g *GroupReader) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		tps := fromKafka(e.Partitions)
 		if !g.c.AssignmentLost() {
-			g.commit(tps)
+			g.commitRevoked(tps)
 		}
 		g.mu.Lock()
 		for _, tp := range tps {
@@ -172,10 +207,44 @@ func (g *GroupReader) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
 	return nil
 }
 
-// commit commits, for the partitions given (nil: every partition assigned),
-// the position of each that moved since its last commit.
-func (g *GroupReader) commit(only []port.TopicPartition) {
+// commitRevoked commits the partitions the group takes away, after the
+// commit under way if any, waiting for both at most revokeCommitWait.
+func (g *GroupReader) commitRevoked(tps []port.TopicPartition) {
+	deadline := g.clock.After(revokeCommitWait)
 	g.mu.Lock()
+	inflight := g.inflight
+	g.mu.Unlock()
+	if inflight != nil {
+		select {
+		case <-inflight:
+		case <-deadline:
+			return
+		}
+	}
+	if done := g.commitAsync(tps); done != nil {
+		select {
+		case <-done:
+		case <-deadline:
+		}
+	}
+}
+
+// commitAsync starts committing, for the partitions given (nil: every
+// partition assigned), the position of each that moved since its last
+// commit, on a goroutine of its own, and returns a channel closed when that
+// commit returns. It starts nothing, and returns nil, while another commit
+// is under way or when nothing moved.
+func (g *GroupReader) commitAsync(only []port.TopicPartition) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight != nil {
+		select {
+		case <-g.inflight:
+			g.inflight = nil
+		default:
+			return nil
+		}
+	}
 	var offsets []kafka.TopicPartition
 	var moved []*offsetMarks
 	var positions []int64
@@ -197,19 +266,24 @@ func (g *GroupReader) commit(only []port.TopicPartition) {
 			}
 		}
 	}
-	g.mu.Unlock()
 	if len(offsets) == 0 {
-		return
+		return nil
 	}
-	if _, err := g.c.CommitOffsets(offsets); err != nil {
-		g.onError(fmt.Errorf("kafkaio: committing %d partitions' offsets: %w", len(offsets), err))
-		return
-	}
-	g.mu.Lock()
-	for i, m := range moved {
-		m.committed = positions[i]
-	}
-	g.mu.Unlock()
+	done := make(chan struct{})
+	g.inflight = done
+	go func() {
+		defer close(done)
+		if _, err := g.c.CommitOffsets(offsets); err != nil {
+			g.onError(fmt.Errorf("kafkaio: committing %d partitions' offsets: %w", len(offsets), err))
+			return
+		}
+		g.mu.Lock()
+		for i, m := range moved {
+			m.committed = positions[i]
+		}
+		g.mu.Unlock()
+	}()
+	return done
 }
 
 // offsetMarks tracks one partition's records between read and done: the
@@ -270,3 +344,17 @@ func (m *offsetMarks) position() (int64, bool) {
 	}
 	return 0, false
 }
+
+// rebootstrapTrigger is how long librdkafka goes without a metadata answer
+// before it connects to the bootstrap servers again (KIP-1102; librdkafka's
+// default is 5 minutes). A broker in controlled shutdown answers a metadata
+// request with its topics and no brokers (it is fenced), and librdkafka
+// 2.10 and later then forgets every broker it knew (librdkafka#5301): the
+// client has no broker left to ask, and only this timer, restarted by that
+// very answer, brings it back. A GroupReader that met it read nothing for
+// the whole trigger after a broker restart, so it sets a short one unless
+// kafka.properties sets its own.
+const (
+	rebootstrapTrigger = "metadata.recovery.rebootstrap.trigger.ms"
+	rebootstrapAfter   = 10000
+)

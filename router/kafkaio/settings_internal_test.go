@@ -148,3 +148,33 @@ func TestAnswerProducerIsNotIdempotentAndKeepsOrder(t *testing.T) {
 	}
 	p.Close(time.Second)
 }
+
+// The agent runner's consumer and answer producer re-bootstrap after 10 s
+// without metadata (librdkafka#5301: a broker in controlled shutdown can
+// leave a client with no broker until then), unless kafka.properties sets
+// the trigger; librdkafka accepts the setting.
+func TestAgentClientsRebootstrapAfterTenSeconds(t *testing.T) {
+	s := Settings{Bootstrap: "127.0.0.1:1"}
+	for name, owned := range map[string]kafka.ConfigMap{"group reader": groupReaderSettings(s, "g"), "answer producer": answerProducerSettings(s)} {
+		if owned[rebootstrapTrigger] != 10000 {
+			t.Errorf("%s: %s = %v, want 10000", name, rebootstrapTrigger, owned[rebootstrapTrigger])
+		}
+	}
+	s.Properties = map[string]string{rebootstrapTrigger: "60000"}
+	for name, owned := range map[string]kafka.ConfigMap{"group reader": groupReaderSettings(s, "g"), "answer producer": answerProducerSettings(s)} {
+		cm, err := s.configMapFor("consumer", owned)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (*cm)[rebootstrapTrigger] != "60000" {
+			t.Errorf("%s: kafka.properties' %s was overridden: %v", name, rebootstrapTrigger, (*cm)[rebootstrapTrigger])
+		}
+	}
+	r, err := NewGroupReader(Settings{Bootstrap: "127.0.0.1:1"}, "g", []string{"t"}, GroupReaderOptions{})
+	if err != nil {
+		t.Fatalf("librdkafka refuses the group reader's settings: %v", err)
+	}
+	if err := r.c.Close(); err != nil {
+		t.Log(err)
+	}
+}
