@@ -103,9 +103,7 @@ func groupReaderSettings(s Settings, groupID string) kafka.ConfigMap {
 		"isolation.level":          "read_committed",
 		"enable.partition.eof":     false,
 	}
-	if _, set := s.Properties[rebootstrapTrigger]; !set {
-		owned[rebootstrapTrigger] = rebootstrapAfter
-	}
+	withRebootstrap(s, owned)
 	return owned
 }
 
@@ -358,3 +356,12 @@ const (
 	rebootstrapTrigger = "metadata.recovery.rebootstrap.trigger.ms"
 	rebootstrapAfter   = 10000
 )
+
+// withRebootstrap sets rebootstrapAfter in owned unless kafka.properties
+// sets the trigger itself: the agent runner's clients (its GroupReader's
+// consumer and its answer producer).
+func withRebootstrap(s Settings, owned kafka.ConfigMap) {
+	if _, set := s.Properties[rebootstrapTrigger]; !set {
+		owned[rebootstrapTrigger] = rebootstrapAfter
+	}
+}

@@ -59,9 +59,7 @@ func answerProducerSettings(s Settings) kafka.ConfigMap {
 	m := producerSettings(s)
 	m["enable.idempotence"] = false
 	m["max.in.flight.requests.per.connection"] = 1
-	if _, set := s.Properties[rebootstrapTrigger]; !set {
-		m[rebootstrapTrigger] = rebootstrapAfter
-	}
+	withRebootstrap(s, m)
 	return m
 }
 
