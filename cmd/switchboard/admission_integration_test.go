@@ -66,7 +66,7 @@ agents:
 intents:
   work: {agent: worker, timeout: 3s}
 router: {lag_interval: 1s, instance_id: adm-1}
-http: {listen: %[3]q, auth: {mode: off}, admission: {backlog_fraction: 0.8}}
+http: {listen: %[3]q, auth: {mode: off}, admission: {enabled: true, backlog_fraction: 0.8}}
 log: {level: warn}
 `, p, bootstrap, httpAddr)
 	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {

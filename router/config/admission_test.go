@@ -15,14 +15,14 @@ func TestHTTPAdmissionDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.HTTP.Admission
-	if !a.On() || a.BacklogFraction != config.DefaultAdmissionFraction || a.AgentCommitInterval.D() != time.Second {
+	if a.On() || a.BacklogFraction != config.DefaultAdmissionFraction || a.AgentCommitInterval.D() != time.Second {
 		t.Fatalf("defaults: %+v", a)
 	}
 	if got := c.RouterCommitSlack(); got != c.Router.CommitInterval.D() {
 		t.Errorf("exactly_once slack %s, want commit_interval %s", got, c.Router.CommitInterval)
 	}
-	c, err = config.Parse("sb.yaml", []byte("http:\n  admission: {enabled: false, backlog_fraction: 0.5, agent_commit_interval: 200ms}\n"+routes), nil)
-	if err != nil || c.HTTP.Admission.On() || c.HTTP.Admission.BacklogFraction != 0.5 || c.HTTP.Admission.AgentCommitInterval.D() != 200*time.Millisecond {
+	c, err = config.Parse("sb.yaml", []byte("http:\n  admission: {enabled: true, backlog_fraction: 0.5, agent_commit_interval: 200ms}\n"+routes), nil)
+	if err != nil || !c.HTTP.Admission.On() || c.HTTP.Admission.BacklogFraction != 0.5 || c.HTTP.Admission.AgentCommitInterval.D() != 200*time.Millisecond {
 		t.Fatalf("set: %+v %v", c.HTTP.Admission, err)
 	}
 	c, err = config.Parse("sb.yaml", []byte("router: {delivery: at_least_once}\n"+routes), nil)
