@@ -4,12 +4,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,38 +25,18 @@ import (
 // stopped and replaced while the API, the results reader and the lag
 // sampler keep running.
 func TestAdmissionApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	p := "adm." + hex.EncodeToString(b[:])
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	p := runPrefix("adm")
+	httpAddr := freeLoopback(t)
 	cfgFile := filepath.Join(t.TempDir(), "switchboard.yaml")
 	// The worker agent never runs: its group is missing, its backlog
 	// unknown; the router's alone decides. 3 s × 0.8: refused from 2.4 s.
 	yaml := fmt.Sprintf(`kafka:
   bootstrap_servers: %[2]q
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  progress: %[1]s.progress
-  partitions: 2
+`+shortTopics+`  partitions: 2
   auto_create: true
 agents:
   worker: {topic: %[1]s.agent.worker, group_id: %[1]s.workers}

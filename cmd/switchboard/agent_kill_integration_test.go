@@ -46,10 +46,7 @@ intents:
 // With the runner's old automatic commits, the round committed partition 0
 // past the slow ones (offset 11) and the second incarnation never saw them.
 func TestAgentKilledMidWorkLosesNothing(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

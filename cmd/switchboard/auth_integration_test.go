@@ -23,17 +23,7 @@ import (
 const authServeConfig = `kafka:
   bootstrap_servers: %[2]s
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  progress: %[1]s.progress
-  results: %[1]s.result
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+` + shortTopics + `  partitions: 3
   auto_create: true
 agents:
   echo: {topic: %[1]s.agent.echo, encoding: json}
@@ -52,10 +42,7 @@ http:
 // goes round Kafka and comes back to that tenant only, over HTTP and the
 // stream; a request without a credential is refused.
 func TestServeAuthenticatesAndIsolatesTenantsOnKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	const keyAcme, keyGlobex = "sk_acme_integration_0123456789", "sk_globex_integration_0123456789"
 	t.Setenv("SWITCHBOARD_TEST_KEY_GLOBEX", keyGlobex)
 	sum := sha256.Sum256([]byte(keyAcme))

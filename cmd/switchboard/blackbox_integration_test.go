@@ -15,10 +15,7 @@ import (
 // KAFKA_BOOTSTRAP: kcat and jq, clients nobody here wrote, publish an intent,
 // play the agent and read the result through a real 'switchboard serve'.
 func TestKcatBlackBox(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	for _, tool := range []string{"kcat", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (apt-get install %s): the black-box test needs it", tool, tool)

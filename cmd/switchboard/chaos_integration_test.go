@@ -155,10 +155,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 	if os.Getenv("SWITCHBOARD_CHAOS") != "1" {
 		t.Skip("SWITCHBOARD_CHAOS is not 1: make test-integration and make chaos set it")
 	}
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration' (it starts Apache Kafka), or point it at a broker")
-	}
+	bootstrap := apacheKafka(t)
 	o := chaosOptionsFromEnv(t)
 	perVariant := o.duration + 4*time.Minute
 	if dl, ok := t.Deadline(); ok && time.Until(dl) < time.Duration(len(o.variants))*perVariant {
@@ -208,17 +205,7 @@ kafka:
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  progress: %[1]s.intent.progress
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  partitions: 6
+` + pipelineTopics + `  partitions: 6
   auto_create: true
 agents:
   chaos: {topic: %[1]s.agent.chaos.request}

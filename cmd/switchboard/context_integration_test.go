@@ -5,11 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,34 +19,14 @@ import (
 // a fraud_check intent with context_ref user-1 whose agent receives the
 // snapshot and whose result's timeline names it.
 func TestContextAttachApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	p := "cx." + hex.EncodeToString(b[:])
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	p := runPrefix("cx")
+	httpAddr := freeLoopback(t)
 	cfgFile := filepath.Join(t.TempDir(), "switchboard.yaml")
 	cfg := fmt.Sprintf(`kafka: {bootstrap_servers: %[2]q, group_id: %[1]s.router}
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  progress: %[1]s.progress
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+`+shortTopics+`  partitions: 3
   auto_create: true
 agents:
   slow: {topic: %[1]s.agent.slow}

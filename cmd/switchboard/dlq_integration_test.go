@@ -32,17 +32,7 @@ const dlqConfig = `kafka:
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  progress: %[1]s.intent.progress
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  partitions: 1
+` + pipelineTopics + `  partitions: 1
   auto_create: true
 agents:
   %[3]s: {topic: %[1]s.agent.%[3]s.request}
@@ -63,10 +53,7 @@ log:
 // answered. Nothing else is reprocessed: the dead-letter topic still holds
 // two records, and the answer came after the replay.
 func TestDLQRepairWithoutCode(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -97,17 +97,7 @@ kafka:
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  progress: %[1]s.intent.progress
-  partitions: 6
+` + pipelineTopics + `  partitions: 6
   replication_factor: 3
 agents:
   drill: {topic: %[1]s.agent.drill.request, overload: {shed_late: %[4]t}}

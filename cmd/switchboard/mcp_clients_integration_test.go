@@ -26,17 +26,7 @@ const mcpFailoverConfig = `kafka:
   group_id: %[1]s.router
   properties:
     session.timeout.ms: "6000"
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  results: %[1]s.result
-  progress: %[1]s.progress
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 1
+` + shortTopics + `  partitions: 1
   auto_create: true
 agents:
   slow: {topic: %[1]s.agent.slow, encoding: json, group_id: %[1]s.agent.slow}
@@ -67,10 +57,7 @@ http:
 // The clients are those deploy/mcp/install.sh installs (make setup; CI
 // installs them before make check); without them the test fails.
 func TestMCPClientsTaskFailoverOnKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	clients := mcpClients(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -22,16 +22,7 @@ const mcpServeConfig = `kafka:
   group_id: %[1]s.router
   properties:
     session.timeout.ms: "6000"
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  results: %[1]s.result
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+` + shortTopics + `  partitions: 3
   auto_create: true
 agents:
   slow: {topic: %[1]s.agent.slow, encoding: json}
@@ -55,10 +46,7 @@ http:
 // restarts, go through the lookup store (issue 17):
 // TestMCPTasksAnsweredByAnyInstanceEmbedded and the lookup test on Kafka.
 func TestMCPTaskOnKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

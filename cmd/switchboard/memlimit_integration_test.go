@@ -19,17 +19,7 @@ import (
 const memoryServeConfig = `kafka:
   bootstrap_servers: %[2]s
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  progress: %[1]s.progress
-  results: %[1]s.result
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+` + shortTopics + `  partitions: 3
   auto_create: true
 agents:
   echo: {topic: %[1]s.agent.echo, encoding: json}
@@ -51,10 +41,7 @@ http:
 // bounds). A file whose explicit result store cannot fit is refused at
 // start, naming the file, line and key.
 func TestServeFitsItsBudgetsInsideTheProcessBudgetOnKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	prefix := "mem." + randomHex(4)
 	dir := t.TempDir()
 	refused := filepath.Join(dir, "refused.yaml")

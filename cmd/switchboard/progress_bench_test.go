@@ -44,17 +44,7 @@ import (
 
 const progressBenchConfig = `
 kafka: {bootstrap_servers: %[2]s, group_id: %[1]s.router}
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  progress: %[1]s.intent.progress
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  partitions: 6
+` + pipelineTopics + `  partitions: 6
 agents:
   writer: {topic: %[1]s.agent.writer.request}
 intents:

@@ -48,17 +48,7 @@ kafka:
   properties:
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  progress: %[1]s.intent.progress
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  partitions: 6
+` + pipelineTopics + `  partitions: 6
   auto_create: true
 agents:
   writer: {topic: %[1]s.agent.writer.request}
@@ -113,10 +103,7 @@ func (v *intentView) judge() (missing, dup int, problem string) {
 }
 
 func TestProgressStreamsAcrossAKillApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration' (it starts Apache Kafka), or point it at a broker")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -31,17 +31,7 @@ import (
 const reloadServeConfig = `kafka:
   bootstrap_servers: %[2]s
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  progress: %[1]s.progress
-  results: %[1]s.result
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+` + shortTopics + `  partitions: 3
   auto_create: true
 agents:
   slow: {topic: %[1]s.agent.slow, encoding: json}
@@ -78,10 +68,7 @@ type submitted struct {
 // restart-only change are refused, naming the key, and the instance keeps
 // serving with the configuration in force; SIGHUP reloads too.
 func TestReloadUnderLoadOnKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	const keyLoad, keyOps = "sk_load_integration_0123456789", "sk_ops_integration_0123456789"
 	t.Setenv("SWITCHBOARD_TEST_KEY_OPS", keyOps)
 	sum := sha256.Sum256([]byte(keyLoad))

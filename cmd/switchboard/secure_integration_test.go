@@ -67,17 +67,7 @@ kafka:
     sasl.mechanisms: SCRAM-SHA-512
     ssl.ca.location: %[3]s
     # sasl.username and sasl.password: SWITCHBOARD_KAFKA_SASL_USERNAME and _PASSWORD, per process
-topics:
-  requests: %[1]s.intent.request
-  responses: %[1]s.agent.response
-  results: %[1]s.intent.result
-  timeouts: %[1]s.intent.timeout
-  dead_letter: %[1]s.intent.dlq
-  pending: %[1]s.router.pending
-  fallback_cache: %[1]s.fallback.cache
-  context_snapshots: %[1]s.context.snapshot
-  progress: %[1]s.intent.progress
-  partitions: 3
+` + pipelineTopics + `  partitions: 3
   replication_factor: %[4]d
 agents:
   a: {topic: %[1]s.agent.a.request, group_id: %[1]s.agent.a}

@@ -3,16 +3,12 @@
 package main
 
 import (
-	"os"
 	"testing"
 )
 
 func kafkaBootstrap(t *testing.T) string {
 	t.Helper()
-	b := os.Getenv("KAFKA_BOOTSTRAP")
-	if b == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	b := apacheKafka(t)
 	return b
 }
 

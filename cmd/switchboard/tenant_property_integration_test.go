@@ -25,17 +25,7 @@ import (
 const tenantPropertyConfig = `kafka:
   bootstrap_servers: %[2]s
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  timeouts: %[1]s.timeout
-  results: %[1]s.result
-  progress: %[1]s.progress
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+` + shortTopics + `  partitions: 3
   auto_create: true
 agents:
   echo: {topic: %[1]s.agent.echo, encoding: json}

@@ -5,11 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,37 +22,17 @@ import (
 // to one OTLP receiver, as one trace: intake → intent → dispatch → the
 // agent's handling → answer → resolve.
 func TestOneIntentIsOneTraceApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	rcv, endpoint := newOTLPReceiver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	p := "trace." + hex.EncodeToString(b[:])
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	p := runPrefix("trace")
+	httpAddr := freeLoopback(t)
 	cfgFile := filepath.Join(t.TempDir(), "switchboard.yaml")
 	cfg := fmt.Sprintf(`kafka:
   bootstrap_servers: %[2]q
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  progress: %[1]s.progress
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  partitions: 3
+`+shortTopics+`  partitions: 3
   auto_create: true
 agents:
   worker: {topic: %[1]s.agent.worker, group_id: %[1]s.workers}

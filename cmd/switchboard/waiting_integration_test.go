@@ -4,12 +4,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,36 +22,16 @@ import (
 // not wait is; a caller going away and a wait that ends each give their
 // slot back.
 func TestWaitLimitApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	p := "wait." + hex.EncodeToString(b[:])
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	p := runPrefix("wait")
+	httpAddr := freeLoopback(t)
 	cfgFile := filepath.Join(t.TempDir(), "switchboard.yaml")
 	yaml := fmt.Sprintf(`kafka:
   bootstrap_servers: %[2]q
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  progress: %[1]s.progress
-  partitions: 2
+`+shortTopics+`  partitions: 2
   auto_create: true
 agents:
   worker: {topic: %[1]s.agent.worker, group_id: %[1]s.workers}
