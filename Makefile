@@ -12,8 +12,9 @@ KAFKA_PORT ?= 9092
 export KAFKA_PORT
 # The integration run takes -run from INTEGRATION_RUN when it is set (e.g. 'Kafka|Conformance').
 INTEGRATION_RUN ?=
-# The chaos test (three routers, kill -9, a broker restart; about 5 minutes) is part of the
-# integration run; SWITCHBOARD_CHAOS=0 leaves it out.
+# The chaos test (three routers, kill -9, a broker restart; about 5 minutes) and
+# TestRoutersAnswerAfterBrokerRestarts (two broker restarts, about a minute; ROUTER_RESTARTS=N
+# for more) are part of the integration run; SWITCHBOARD_CHAOS=0 leaves them out.
 SWITCHBOARD_CHAOS ?= 1
 export SWITCHBOARD_CHAOS
 GOLANGCI_LINT_VERSION := v2.15.0

@@ -78,7 +78,7 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	if o.OnCommitError == nil {
 		o.OnCommitError = func(error) {}
 	}
-	c, err := newConsumer(s, "consumer", groupReaderSettings(s, groupID))
+	c, err := newConsumer(s, "consumer", groupReaderSettings(groupID))
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +91,10 @@ func NewGroupReader(s Settings, groupID string, topics []string, o GroupReaderOp
 	return g, nil
 }
 
-// groupReaderSettings are the consumer settings a GroupReader insists on,
-// and a re-bootstrap after rebootstrapAfter unless kafka.properties sets
-// its own trigger.
-func groupReaderSettings(s Settings, groupID string) kafka.ConfigMap {
+// groupReaderSettings are the consumer settings a GroupReader insists on
+// (its re-bootstrap after 10 s without metadata comes with every client's
+// settings, configMapFor).
+func groupReaderSettings(groupID string) kafka.ConfigMap {
 	owned := kafka.ConfigMap{
 		"group.id":                 groupID,
 		"auto.offset.reset":        "earliest",
@@ -103,7 +103,6 @@ func groupReaderSettings(s Settings, groupID string) kafka.ConfigMap {
 		"isolation.level":          "read_committed",
 		"enable.partition.eof":     false,
 	}
-	withRebootstrap(s, owned)
 	return owned
 }
 
@@ -341,27 +340,4 @@ func (m *offsetMarks) position() (int64, bool) {
 		return m.next, true
 	}
 	return 0, false
-}
-
-// rebootstrapTrigger is how long librdkafka goes without a metadata answer
-// before it connects to the bootstrap servers again (KIP-1102; librdkafka's
-// default is 5 minutes). A broker in controlled shutdown answers a metadata
-// request with its topics and no brokers (it is fenced), and librdkafka
-// 2.10 and later then forgets every broker it knew (librdkafka#5301): the
-// client has no broker left to ask, and only this timer, restarted by that
-// very answer, brings it back. A GroupReader that met it read nothing for
-// the whole trigger after a broker restart, so it sets a short one unless
-// kafka.properties sets its own.
-const (
-	rebootstrapTrigger = "metadata.recovery.rebootstrap.trigger.ms"
-	rebootstrapAfter   = 10000
-)
-
-// withRebootstrap sets rebootstrapAfter in owned unless kafka.properties
-// sets the trigger itself: the agent runner's clients (its GroupReader's
-// consumer and its answer producer).
-func withRebootstrap(s Settings, owned kafka.ConfigMap) {
-	if _, set := s.Properties[rebootstrapTrigger]; !set {
-		owned[rebootstrapTrigger] = rebootstrapAfter
-	}
 }

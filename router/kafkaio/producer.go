@@ -51,15 +51,11 @@ func NewAnswerProducer(s Settings) (*Producer, error) {
 }
 
 // answerProducerSettings are NewAnswerProducer's: kafka.properties cannot
-// turn idempotence back on. Like the agent runner's GroupReader it
-// re-bootstraps after 10 s without metadata unless kafka.properties says
-// otherwise (rebootstrapTrigger, group.go): a producer too forgot every
-// broker after a broker restart and sent nothing more.
+// turn idempotence back on.
 func answerProducerSettings(s Settings) kafka.ConfigMap {
 	m := producerSettings(s)
 	m["enable.idempotence"] = false
 	m["max.in.flight.requests.per.connection"] = 1
-	withRebootstrap(s, m)
 	return m
 }
 

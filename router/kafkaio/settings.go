@@ -55,15 +55,18 @@ func (s Settings) adminConfigMap() (*kafka.ConfigMap, error) {
 }
 
 // configMapFor builds a librdkafka configuration for a kind of client
-// ("producer", "consumer" or "" for both): the pass-through properties first,
-// leaving out those only the other kind reads, then what the caller insists
-// on.
+// ("producer", "consumer" or "" for both): Switchboard's defaults, then the
+// pass-through properties, leaving out those only the other kind reads,
+// then what the caller insists on. Every librdkafka client kafkaio makes
+// is built here, so a default set here reaches them all and kafka.properties
+// overrides it.
 func (s Settings) configMapFor(kind string, owned kafka.ConfigMap) (*kafka.ConfigMap, error) {
 	cm := kafka.ConfigMap{
 		"bootstrap.servers": s.Bootstrap,
 		// Client telemetry (KIP-714) is off unless asked for: it logs a line
 		// per client at startup and most clusters do not collect it.
 		"enable.metrics.push": false,
+		rebootstrapTrigger:    rebootstrapAfter,
 	}
 	if s.ClientID != "" {
 		cm["client.id"] = s.ClientID
@@ -111,6 +114,21 @@ func producerSettings(s Settings) kafka.ConfigMap {
 	}
 	return m
 }
+
+// rebootstrapTrigger is how long librdkafka goes without a metadata answer
+// before it connects to the bootstrap servers again (KIP-1102; librdkafka's
+// default is 5 minutes). A broker in controlled shutdown answers a metadata
+// request with its topics and no brokers (it is fenced), and librdkafka
+// 2.10 and later then forgets every broker it knew (librdkafka#5301): the
+// client has no broker left to ask, and only this timer, restarted by that
+// very answer, brings it back. The agent runner's GroupReader met it and
+// read nothing for the whole trigger after a broker restart, and so could
+// any client: every client kafkaio makes (configMapFor) re-bootstraps after
+// rebootstrapAfter unless kafka.properties sets its own trigger.
+const (
+	rebootstrapTrigger = "metadata.recovery.rebootstrap.trigger.ms"
+	rebootstrapAfter   = 10000
+)
 
 // routerProducerSettings are the router's producers' (Sink, TxSink):
 // producerSettings, and a bound on what librdkafka queues unacknowledged

@@ -1,6 +1,11 @@
 package kafkaio
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,32 +154,103 @@ func TestAnswerProducerIsNotIdempotentAndKeepsOrder(t *testing.T) {
 	p.Close(time.Second)
 }
 
-// The agent runner's consumer and answer producer re-bootstrap after 10 s
-// without metadata (librdkafka#5301: a broker in controlled shutdown can
-// leave a client with no broker until then), unless kafka.properties sets
-// the trigger; librdkafka accepts the setting.
-func TestAgentClientsRebootstrapAfterTenSeconds(t *testing.T) {
+// Every client re-bootstraps after 10 s without metadata (librdkafka#5301:
+// a broker in controlled shutdown can leave a client with no broker until
+// the trigger fires, 5 minutes by default), unless kafka.properties sets the
+// trigger: the router's consumer and producers, the API's readers and
+// producer, the admin clients, the agent runner's. librdkafka accepts the
+// setting on each kind of client.
+func TestEveryClientRebootstrapsAfterTenSeconds(t *testing.T) {
 	s := Settings{Bootstrap: "127.0.0.1:1"}
-	for name, owned := range map[string]kafka.ConfigMap{"group reader": groupReaderSettings(s, "g"), "answer producer": answerProducerSettings(s)} {
-		if owned[rebootstrapTrigger] != 10000 {
-			t.Errorf("%s: %s = %v, want 10000", name, rebootstrapTrigger, owned[rebootstrapTrigger])
+	owned := map[string]kafka.ConfigMap{
+		"group reader": groupReaderSettings("g"), "answer producer": answerProducerSettings(s),
+		"producer": producerSettings(s), "router producer": routerProducerSettings(s),
+		"exactly_once producer": atOnceProducerSettings(s), "source": sourceConfig(s, "g", SourceOptions{}),
+		"transactional source": sourceConfig(s, "g", SourceOptions{Transactional: true}),
+	}
+	kinds := map[string]func(Settings) (*kafka.ConfigMap, error){
+		"admin":    Settings.adminConfigMap,
+		"producer": func(s Settings) (*kafka.ConfigMap, error) { return s.configMapFor("producer", nil) },
+		"consumer": func(s Settings) (*kafka.ConfigMap, error) { return s.configMapFor("consumer", nil) },
+	}
+	for name, m := range owned {
+		if _, set := m[rebootstrapTrigger]; set {
+			t.Errorf("%s's own settings set %s: kafka.properties could not override it", name, rebootstrapTrigger)
 		}
 	}
-	s.Properties = map[string]string{rebootstrapTrigger: "60000"}
-	for name, owned := range map[string]kafka.ConfigMap{"group reader": groupReaderSettings(s, "g"), "answer producer": answerProducerSettings(s)} {
-		cm, err := s.configMapFor("consumer", owned)
+	for name, cm := range kinds {
+		m, err := cm(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (*cm)[rebootstrapTrigger] != "60000" {
-			t.Errorf("%s: kafka.properties' %s was overridden: %v", name, rebootstrapTrigger, (*cm)[rebootstrapTrigger])
+		if (*m)[rebootstrapTrigger] != 10000 {
+			t.Errorf("%s: %s = %v, want 10000", name, rebootstrapTrigger, (*m)[rebootstrapTrigger])
+		}
+		m, err = cm(Settings{Bootstrap: s.Bootstrap, Properties: map[string]string{rebootstrapTrigger: "60000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (*m)[rebootstrapTrigger] != "60000" {
+			t.Errorf("%s: kafka.properties' %s was overridden: %v", name, rebootstrapTrigger, (*m)[rebootstrapTrigger])
 		}
 	}
-	r, err := NewGroupReader(Settings{Bootstrap: "127.0.0.1:1"}, "g", []string{"t"}, GroupReaderOptions{})
+	r, err := NewGroupReader(s, "g", []string{"t"}, GroupReaderOptions{})
 	if err != nil {
 		t.Fatalf("librdkafka refuses the group reader's settings: %v", err)
 	}
 	if err := r.c.Close(); err != nil {
 		t.Log(err)
+	}
+	p, err := NewProducer(s)
+	if err != nil {
+		t.Fatalf("librdkafka refuses the producer's settings: %v", err)
+	}
+	p.Close(time.Second)
+	a, err := newAdmin(s)
+	if err != nil {
+		t.Fatalf("librdkafka refuses the admin client's settings: %v", err)
+	}
+	a.Close()
+}
+
+// Every librdkafka client of the package is made by newProducer,
+// newConsumer or newAdmin (or from one of their clients), whose settings
+// come from configMapFor: a client made elsewhere would miss its defaults,
+// the re-bootstrap after 10 s among them.
+func TestEveryClientIsMadeFromConfigMapFor(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	makers := map[string]bool{"newProducer": true, "newConsumer": true, "newAdmin": true}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "kafka" && strings.HasPrefix(sel.Sel.Name, "New") &&
+					(strings.HasSuffix(sel.Sel.Name, "Producer") || strings.HasSuffix(sel.Sel.Name, "Consumer") || sel.Sel.Name == "NewAdminClient") {
+					from := strings.HasPrefix(sel.Sel.Name, "NewAdminClientFrom")
+					if !makers[fn.Name.Name] && !from {
+						t.Errorf("%s: %s calls kafka.%s: make the client with newProducer, newConsumer or newAdmin", fset.Position(sel.Pos()), fn.Name.Name, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
 	}
 }
