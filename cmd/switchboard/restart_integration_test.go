@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,10 +58,7 @@ func TestRoutersAnswerAfterBrokerRestarts(t *testing.T) {
 	} else if os.Getenv("SWITCHBOARD_CHAOS") != "1" {
 		t.Skip("neither SWITCHBOARD_CHAOS=1 nor ROUTER_RESTARTS is set: this test restarts the broker kafka.sh runs")
 	}
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+time.Duration(restarts)*(time.Minute+restartRecoverWithin))
 	defer cancel()
 	broker, err := manageableBroker(ctx, bootstrap)
@@ -156,12 +152,7 @@ type restartStack struct {
 func startRestartStack(ctx context.Context, t *testing.T, bootstrap, delivery, logDir string) *restartStack {
 	t.Helper()
 	p := "restart." + randomHex(4)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	httpAddr := freeLoopback(t)
 	level, debug := "info", ""
 	if os.Getenv("ROUTER_RESTARTS_DEBUG") != "" {
 		level, debug = "debug", `    debug: "broker,metadata,cgrp"`
@@ -174,17 +165,7 @@ func startRestartStack(ctx context.Context, t *testing.T, bootstrap, delivery, l
     session.timeout.ms: "6000"
     heartbeat.interval.ms: "1000"
 %[6]s
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  progress: %[1]s.progress
-  partitions: 2
+`+shortTopics+`  partitions: 2
   auto_create: true
 agents:
   worker: {topic: %[1]s.agent.worker, group_id: %[1]s.workers}
