@@ -87,10 +87,12 @@ type Config struct {
 	Admission *api.Admission
 
 	// WaitLimit, when set, bounds the tools/call that wait for their
-	// result (a task-augmented call does not wait): one more over its
-	// bounds is refused before publishing, a tool error like admission's
-	// with reason "waiting". Share the HTTP API's ([api.WithWaitLimit]).
-	// Nil: no bound.
+	// result (a task-augmented call does not wait) and the tasks/result
+	// that wait for a task's: one more call over its bounds is refused
+	// before publishing, a tool error like admission's with reason
+	// "waiting"; one more tasks/result, a JSON-RPC error (code -32000,
+	// data {"reason":"waiting"}) while its task goes on. Share the HTTP
+	// API's ([api.WithWaitLimit]). Nil: no bound.
 	WaitLimit *api.WaitLimit
 
 	// TracerProvider, when set, traces each tools/call that publishes an
