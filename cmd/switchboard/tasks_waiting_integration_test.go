@@ -89,7 +89,7 @@ log: {level: warn}
 	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
 		t.Fatal(err)
 	}
-	apiCfg, err := apiConfig(cfg, false)
+	apiCfg, err := apiConfig(cfg, true)
 	if err != nil {
 		t.Fatal(err)
 	}
