@@ -90,7 +90,7 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 // or by a [WaitLimit] for the callers already waiting. Its Error is one
 // line meant for the caller.
 type Refusal struct {
-	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog or ReasonWaiting
+	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting or ReasonMCPSessions
 	Agent                   string        // the intent type's agent
 	RouterAge               time.Duration // the router's backlog age, less its slack
 	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
@@ -98,8 +98,9 @@ type Refusal struct {
 	Timeout                 time.Duration // the intent's effective timeout
 	RetryAfter              time.Duration // until the next sample, at least a second (waiting: a second)
 
-	// ReasonWaiting: the callers waiting (the tenant's, when Tenant is
-	// set) and the bound they reached.
+	// ReasonWaiting, ReasonMCPSessions: the callers waiting or the
+	// sessions open (the tenant's, when Tenant is set) and the bound they
+	// reached.
 	Waiting, Limit int
 	Tenant         *string // the tenant whose bound was reached; nil: the instance's
 }
@@ -108,8 +109,11 @@ type Refusal struct {
 func (r *Refusal) Backlog() time.Duration { return r.RouterAge + r.AgentAge }
 
 func (r *Refusal) Error() string {
-	if r.Reason == ReasonWaiting {
+	switch r.Reason {
+	case ReasonWaiting:
 		return r.waitingError() // waiting.go
+	case ReasonMCPSessions:
+		return r.sessionsError() // sessionlimit.go
 	}
 	wait := func(d time.Duration, known bool) string {
 		if !known {

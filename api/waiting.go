@@ -41,14 +41,38 @@ type WaitLimitConfig struct {
 // the process runs out of descriptors. A nil *WaitLimit bounds nothing.
 // It is safe for concurrent use; the HTTP API and the MCP endpoint of one
 // instance share one.
-type WaitLimit struct {
-	cfg     WaitLimitConfig
-	waiting prometheus.Gauge
-	refused prometheus.Counter
+type WaitLimit struct{ slots }
+
+// slots counts holds of one kind (callers waiting, MCP sessions) on one
+// instance, in all and by tenant, and refuses one more over either bound
+// with a counted [Refusal] of its reason.
+type slots struct {
+	max, perTenant int
+	reason         string
+	held           prometheus.Gauge
+	refused        prometheus.Counter
 
 	mu      sync.Mutex
 	n       int
 	tenants map[string]int
+}
+
+// newSlots returns slots of reason bounded by max and perTenant, with the
+// gauge registered with reg and the reason's refusals counted in
+// switchboard_api_admission_refused_total.
+func newSlots(reason string, max, perTenant int, gauge prometheus.GaugeOpts, reg prometheus.Registerer) (slots, error) {
+	refused, err := refusedCounter(reg)
+	if err != nil {
+		return slots{}, err
+	}
+	s := slots{
+		max: max, perTenant: perTenant, reason: reason, tenants: map[string]int{},
+		refused: refused.WithLabelValues(reason), held: prometheus.NewGauge(gauge),
+	}
+	if err := reg.Register(s.held); err != nil {
+		return slots{}, fmt.Errorf("api: register %s metrics: %w", reason, err)
+	}
+	return s, nil
 }
 
 // NewWaitLimit returns a WaitLimit of cfg with its metrics registered with
@@ -67,21 +91,14 @@ func NewWaitLimit(cfg WaitLimitConfig, reg prometheus.Registerer) (*WaitLimit, e
 	case cfg.Max < 0 || cfg.MaxPerTenant < 0 || cfg.MaxPerTenant > cfg.Max:
 		return nil, fmt.Errorf("%w: the waiting bounds must be positive, a tenant's at most the instance's (%d, %d per tenant)", ErrInvalidConfig, cfg.Max, cfg.MaxPerTenant)
 	}
-	refused, err := refusedCounter(reg)
+	sl, err := newSlots(ReasonWaiting, cfg.Max, cfg.MaxPerTenant, prometheus.GaugeOpts{
+		Name: "switchboard_api_waiting_callers",
+		Help: "Callers waiting for a result on this instance: POST /v1/intents?wait and ?stream=sse, MCP tools/call and tasks/result (bounded by http.max_waiting).",
+	}, reg)
 	if err != nil {
 		return nil, err
 	}
-	l := &WaitLimit{
-		cfg: cfg, refused: refused.WithLabelValues(ReasonWaiting), tenants: map[string]int{},
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "switchboard_api_waiting_callers",
-			Help: "Callers waiting for a result on this instance: POST /v1/intents?wait and ?stream=sse, MCP tools/call (bounded by http.max_waiting).",
-		}),
-	}
-	if err := reg.Register(l.waiting); err != nil {
-		return nil, fmt.Errorf("api: register waiting metrics: %w", err)
-	}
-	return l, nil
+	return &WaitLimit{sl}, nil
 }
 
 // Acquire takes a slot for a caller of tenant (nil: unknown, only the
@@ -92,37 +109,41 @@ func (l *WaitLimit) Acquire(tenant *string) (release func(), ref *Refusal) {
 	if l == nil {
 		return func() {}, nil
 	}
-	l.mu.Lock()
-	switch {
-	case l.n >= l.cfg.Max:
-		ref = &Refusal{Reason: ReasonWaiting, Waiting: l.n, Limit: l.cfg.Max, RetryAfter: waitingRetryAfter}
-	case tenant != nil && l.tenants[*tenant] >= l.cfg.MaxPerTenant:
-		ref = &Refusal{Reason: ReasonWaiting, Waiting: l.tenants[*tenant], Limit: l.cfg.MaxPerTenant, Tenant: tenant, RetryAfter: waitingRetryAfter}
-	default:
-		l.n++
-		if tenant != nil {
-			l.tenants[*tenant]++
-		}
-	}
-	l.mu.Unlock()
-	if ref != nil {
-		l.refused.Inc()
-		return nil, ref
-	}
-	l.waiting.Inc()
-	return sync.OnceFunc(func() { l.release(tenant) }), nil
+	return l.acquire(tenant)
 }
 
-func (l *WaitLimit) release(tenant *string) {
-	l.mu.Lock()
-	l.n--
-	if tenant != nil {
-		if l.tenants[*tenant]--; l.tenants[*tenant] <= 0 {
-			delete(l.tenants, *tenant)
+func (s *slots) acquire(tenant *string) (release func(), ref *Refusal) {
+	s.mu.Lock()
+	switch {
+	case s.n >= s.max:
+		ref = &Refusal{Reason: s.reason, Waiting: s.n, Limit: s.max, RetryAfter: waitingRetryAfter}
+	case tenant != nil && s.tenants[*tenant] >= s.perTenant:
+		ref = &Refusal{Reason: s.reason, Waiting: s.tenants[*tenant], Limit: s.perTenant, Tenant: tenant, RetryAfter: waitingRetryAfter}
+	default:
+		s.n++
+		if tenant != nil {
+			s.tenants[*tenant]++
 		}
 	}
-	l.mu.Unlock()
-	l.waiting.Dec()
+	s.mu.Unlock()
+	if ref != nil {
+		s.refused.Inc()
+		return nil, ref
+	}
+	s.held.Inc()
+	return sync.OnceFunc(func() { s.release(tenant) }), nil
+}
+
+func (s *slots) release(tenant *string) {
+	s.mu.Lock()
+	s.n--
+	if tenant != nil {
+		if s.tenants[*tenant]--; s.tenants[*tenant] <= 0 {
+			delete(s.tenants, *tenant)
+		}
+	}
+	s.mu.Unlock()
+	s.held.Dec()
 }
 
 // waitingError is a refusal's one line when its reason is ReasonWaiting.
@@ -141,7 +162,7 @@ func (r *Refusal) waitingError() string {
 func refusedCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_api_admission_refused_total",
-		Help: "Intents refused before publishing (HTTP 503, MCP tool error), by reason: router_backlog or agent_backlog, the larger of the two waits when the backlog in front of an intent would most likely outlast its timeout (http.admission); waiting, when this instance or the caller's tenant already holds http.max_waiting or http.max_waiting_per_tenant callers waiting for results.",
+		Help: "Requests refused before anything was published or held (HTTP 503, MCP tool or JSON-RPC error), by reason: router_backlog or agent_backlog, the larger of the two waits when the backlog in front of an intent would most likely outlast its timeout (http.admission); waiting, when this instance or the caller's tenant already holds http.max_waiting or http.max_waiting_per_tenant callers waiting for results; mcp_sessions, when it already holds http.mcp.max_sessions or max_sessions_per_tenant MCP sessions.",
 	}, []string{"reason"})
 	err := reg.Register(c)
 	var are prometheus.AlreadyRegisteredError
