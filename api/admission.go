@@ -103,6 +103,11 @@ type Refusal struct {
 	// reached.
 	Waiting, Limit int
 	Tenant         *string // the tenant whose bound was reached; nil: the instance's
+
+	// ReasonWaiting, when ByteLimit is set: the bytes the waiting callers
+	// hold (the tenant's, when Tenant is set), the refused caller's, and
+	// the byte bound they would pass.
+	HeldBytes, Bytes, ByteLimit int64
 }
 
 // Backlog is the wait the refusal counted: RouterAge plus AgentAge.

@@ -34,7 +34,7 @@ type SessionLimitConfig struct {
 // session); without the bound a caller could open them as fast as it can
 // send initialize. A nil *SessionLimit bounds nothing. It is safe for
 // concurrent use.
-type SessionLimit struct{ slots }
+type SessionLimit struct{ *slots }
 
 // NewSessionLimit returns a SessionLimit of cfg with its metrics
 // registered with reg: the gauge switchboard_api_mcp_sessions and the
@@ -70,7 +70,7 @@ func (l *SessionLimit) Acquire(tenant *string) (release func(), ref *Refusal) {
 	if l == nil {
 		return func() {}, nil
 	}
-	return l.acquire(tenant)
+	return l.acquire(tenant, 0)
 }
 
 // Held reports how many sessions hold a slot.

@@ -129,7 +129,7 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 			// This caller waits: it takes a slot, or is refused. An unknown
 			// id and another tenant's wait alike (the lookup found
 			// neither), so a refusal tells nothing of other tenants.
-			release := s.takeWaitSlot(w, p)
+			release := s.takeWaitSlot(w, p, 0)
 			if release == nil {
 				s.results.release(wt)
 				return

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +11,13 @@ import (
 // DefaultMaxWaiting is the default of WaitLimitConfig.Max (http.max_waiting;
 // the README's "HTTP limits" says why); MaxPerTenant's is half of Max.
 const DefaultMaxWaiting = 4096
+
+// DefaultMaxWaitingBytes is the default of WaitLimitConfig.MaxBytes
+// (http.max_waiting_bytes): what waiting callers' requests may hold on one
+// instance, a quarter of the 1 GiB that 4,096 callers of 256 KiB (a
+// quarter of http.max_body_bytes) would; MaxBytesPerTenant's is half of
+// MaxBytes.
+const DefaultMaxWaitingBytes = 256 << 20
 
 // ReasonWaiting is the reason of a refusal by the [WaitLimit]: this
 // instance (or the caller's tenant on it) already holds as many callers
@@ -31,6 +37,11 @@ type WaitLimitConfig struct {
 	// MaxPerTenant bounds one tenant's (authenticated callers only: without
 	// authentication a caller names any tenant it likes), at most Max.
 	MaxPerTenant int
+	// MaxBytes bounds the bytes their requests hold while they wait (the
+	// intent's payload; an MCP call's arguments twice, raw and parsed),
+	// MaxBytesPerTenant one tenant's, at most MaxBytes. One caller of any
+	// size is let in when none (of the tenant) waits.
+	MaxBytes, MaxBytesPerTenant int64
 }
 
 // WaitLimit counts the callers waiting for a result on one instance and
@@ -41,39 +52,7 @@ type WaitLimitConfig struct {
 // the process runs out of descriptors. A nil *WaitLimit bounds nothing.
 // It is safe for concurrent use; the HTTP API and the MCP endpoint of one
 // instance share one.
-type WaitLimit struct{ slots }
-
-// slots counts holds of one kind (callers waiting, MCP sessions) on one
-// instance, in all and by tenant, and refuses one more over either bound
-// with a counted [Refusal] of its reason.
-type slots struct {
-	max, perTenant int
-	reason         string
-	held           prometheus.Gauge
-	refused        prometheus.Counter
-
-	mu      sync.Mutex
-	n       int
-	tenants map[string]int
-}
-
-// newSlots returns slots of reason bounded by max and perTenant, with the
-// gauge registered with reg and the reason's refusals counted in
-// switchboard_api_admission_refused_total.
-func newSlots(reason string, max, perTenant int, gauge prometheus.GaugeOpts, reg prometheus.Registerer) (slots, error) {
-	refused, err := refusedCounter(reg)
-	if err != nil {
-		return slots{}, err
-	}
-	s := slots{
-		max: max, perTenant: perTenant, reason: reason, tenants: map[string]int{},
-		refused: refused.WithLabelValues(reason), held: prometheus.NewGauge(gauge),
-	}
-	if err := reg.Register(s.held); err != nil {
-		return slots{}, fmt.Errorf("api: register %s metrics: %w", reason, err)
-	}
-	return s, nil
-}
+type WaitLimit struct{ *slots }
 
 // NewWaitLimit returns a WaitLimit of cfg with its metrics registered with
 // reg: the gauge switchboard_api_waiting_callers and the reason "waiting"
@@ -85,11 +64,19 @@ func NewWaitLimit(cfg WaitLimitConfig, reg prometheus.Registerer) (*WaitLimit, e
 	if cfg.MaxPerTenant == 0 {
 		cfg.MaxPerTenant = max(1, cfg.Max/2)
 	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultMaxWaitingBytes
+	}
+	if cfg.MaxBytesPerTenant == 0 {
+		cfg.MaxBytesPerTenant = max(1, cfg.MaxBytes/2)
+	}
 	switch {
 	case reg == nil:
 		return nil, fmt.Errorf("%w: NewWaitLimit needs a registerer", ErrInvalidConfig)
 	case cfg.Max < 0 || cfg.MaxPerTenant < 0 || cfg.MaxPerTenant > cfg.Max:
 		return nil, fmt.Errorf("%w: the waiting bounds must be positive, a tenant's at most the instance's (%d, %d per tenant)", ErrInvalidConfig, cfg.Max, cfg.MaxPerTenant)
+	case cfg.MaxBytes < 0 || cfg.MaxBytesPerTenant < 0 || cfg.MaxBytesPerTenant > cfg.MaxBytes:
+		return nil, fmt.Errorf("%w: the waiting byte bounds must be positive, a tenant's at most the instance's (%d, %d per tenant)", ErrInvalidConfig, cfg.MaxBytes, cfg.MaxBytesPerTenant)
 	}
 	sl, err := newSlots(ReasonWaiting, cfg.Max, cfg.MaxPerTenant, prometheus.GaugeOpts{
 		Name: "switchboard_api_waiting_callers",
@@ -98,62 +85,48 @@ func NewWaitLimit(cfg WaitLimitConfig, reg prometheus.Registerer) (*WaitLimit, e
 	if err != nil {
 		return nil, err
 	}
+	if err := sl.boundBytes(cfg.MaxBytes, cfg.MaxBytesPerTenant, prometheus.GaugeOpts{
+		Name: "switchboard_api_waiting_bytes",
+		Help: "Bytes the requests of the callers waiting on this instance hold: intents' payloads, MCP calls' arguments twice (bounded by http.max_waiting_bytes).",
+	}, reg); err != nil {
+		return nil, err
+	}
 	return &WaitLimit{sl}, nil
 }
 
 // Acquire takes a slot for a caller of tenant (nil: unknown, only the
-// instance's bound applies). It returns the slot's release, which must be
-// called once the caller stops waiting (calling it again does nothing),
-// or a counted refusal.
-func (l *WaitLimit) Acquire(tenant *string) (release func(), ref *Refusal) {
+// instance's bounds apply) whose request holds size bytes while it waits.
+// It returns the slot's release, which must be called once the caller
+// stops waiting (calling it again does nothing), or a counted refusal.
+func (l *WaitLimit) Acquire(tenant *string, size int64) (release func(), ref *Refusal) {
 	if l == nil {
 		return func() {}, nil
 	}
-	return l.acquire(tenant)
-}
-
-func (s *slots) acquire(tenant *string) (release func(), ref *Refusal) {
-	s.mu.Lock()
-	switch {
-	case s.n >= s.max:
-		ref = &Refusal{Reason: s.reason, Waiting: s.n, Limit: s.max, RetryAfter: waitingRetryAfter}
-	case tenant != nil && s.tenants[*tenant] >= s.perTenant:
-		ref = &Refusal{Reason: s.reason, Waiting: s.tenants[*tenant], Limit: s.perTenant, Tenant: tenant, RetryAfter: waitingRetryAfter}
-	default:
-		s.n++
-		if tenant != nil {
-			s.tenants[*tenant]++
-		}
-	}
-	s.mu.Unlock()
-	if ref != nil {
-		s.refused.Inc()
-		return nil, ref
-	}
-	s.held.Inc()
-	return sync.OnceFunc(func() { s.release(tenant) }), nil
-}
-
-func (s *slots) release(tenant *string) {
-	s.mu.Lock()
-	s.n--
-	if tenant != nil {
-		if s.tenants[*tenant]--; s.tenants[*tenant] <= 0 {
-			delete(s.tenants, *tenant)
-		}
-	}
-	s.mu.Unlock()
-	s.held.Dec()
+	return l.acquire(tenant, size)
 }
 
 // waitingError is a refusal's one line when its reason is ReasonWaiting.
 func (r *Refusal) waitingError() string {
+	return fmt.Sprintf("overloaded (waiting): %s; nothing was published, retry in %s (or do not wait: POST without ?wait, or call the tool as a task, and fetch the result later)",
+		r.WaitingBound(), r.RetryAfter)
+}
+
+// WaitingBound says which bound a refusal for waiting reached: the
+// callers' count or their bytes, the instance's or the caller's tenant's
+// (never anything of another tenant's).
+func (r *Refusal) WaitingBound() string {
+	if r.ByteLimit > 0 {
+		who, key := "the callers waiting here hold", "http.max_waiting_bytes"
+		if r.Tenant != nil {
+			who, key = fmt.Sprintf("tenant %q's callers waiting here hold", *r.Tenant), "http.max_waiting_bytes_per_tenant"
+		}
+		return fmt.Sprintf("%s %d bytes of requests, and this one's %d would pass its %s, %d", who, r.HeldBytes, r.Bytes, key, r.ByteLimit)
+	}
 	who, key := "this instance already holds", "http.max_waiting"
 	if r.Tenant != nil {
 		who, key = fmt.Sprintf("tenant %q already has", *r.Tenant), "http.max_waiting_per_tenant"
 	}
-	return fmt.Sprintf("overloaded (waiting): %s %d callers waiting for results here, its %s; nothing was published, retry in %s (or do not wait: POST without ?wait, or call the tool as a task, and fetch the result later)",
-		who, r.Waiting, key, r.RetryAfter)
+	return fmt.Sprintf("%s %d callers waiting for results here, its %s", who, r.Waiting, key)
 }
 
 // refusedCounter registers switchboard_api_admission_refused_total with

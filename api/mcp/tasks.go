@@ -154,7 +154,7 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 	case "tasks/result":
 		res := st.Result
 		if res == nil { // this call waits: it takes a slot, or is refused
-			release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req))
+			release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req), 0)
 			if ref != nil {
 				return nil, true, waitingError(ref, id)
 			}
@@ -211,14 +211,10 @@ const codeOverloaded = -32000
 // its result. It names the caller's tenant's bound or the instance's, never
 // anything of another tenant's.
 func waitingError(ref *api.Refusal, id string) error {
-	who, key := "this instance already holds", "http.max_waiting"
-	if ref.Tenant != nil {
-		who, key = fmt.Sprintf("tenant %q already has", *ref.Tenant), "http.max_waiting_per_tenant"
-	}
 	data, _ := json.Marshal(map[string]any{"reason": ref.Reason, "retry_after_ms": ref.RetryAfter.Milliseconds()})
 	return &jsonrpc.Error{Code: codeOverloaded, Data: data, Message: fmt.Sprintf(
-		"overloaded (%s): %s %d callers waiting for results here, its %s; task %q goes on: poll it with tasks/get, or retry tasks/result in %s",
-		ref.Reason, who, ref.Waiting, key, id, ref.RetryAfter)}
+		"overloaded (%s): %s; task %q goes on: poll it with tasks/get, or retry tasks/result in %s",
+		ref.Reason, ref.WaitingBound(), id, ref.RetryAfter)}
 }
 
 func modern(version string) bool { return version >= protocol2026 }

@@ -162,3 +162,33 @@ func TestWaitLimitRefusesATaskResult(t *testing.T) {
 		t.Fatalf("after release: %s", r.body)
 	}
 }
+
+// TestWaitLimitCountsArgumentBytes: a waiting tools/call holds its
+// arguments twice (the raw body and the parsed request), counted against
+// the waiting byte bounds: one more that would pass them is refused.
+func TestWaitLimitCountsArgumentBytes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: 10, MaxBytes: 1000, MaxBytesPerTenant: 100}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) { c.WaitLimit = limit })
+	acme := h.session(keyAcme)
+	args := `{"s":"` + strings.Repeat("x", 32) + `"}` // 40 bytes
+	first := make(chan rpc, 1)
+	go func() {
+		first <- h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":`+args+`}}`)
+	}()
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_waiting_bytes") == 80 })
+	r := h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{"s":"0123456789"}}}`)
+	res, _ := r.reply()["result"].(map[string]any)
+	if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), `tenant "acme"'s callers waiting here hold 80 bytes of requests, and this one's 36 would pass its http.max_waiting_bytes_per_tenant, 100`) {
+		t.Fatalf("the call over the byte bound: %s", r.body)
+	}
+	h.results.Add(&schemas.IntentResult{
+		IntentID: h.pub.Requests()[0].IntentID, IntentType: "slow", Tenant: schemas.Ptr("acme"),
+		Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`)),
+	})
+	<-first
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_waiting_bytes") == 0 })
+}

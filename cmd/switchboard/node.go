@@ -229,7 +229,10 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	if err != nil {
 		return nil, err
 	}
-	waitLimit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: cfg.HTTP.MaxWaiting, MaxPerTenant: cfg.HTTP.MaxWaitingPerTenant}, reg)
+	waitLimit, err := api.NewWaitLimit(api.WaitLimitConfig{
+		Max: cfg.HTTP.MaxWaiting, MaxPerTenant: cfg.HTTP.MaxWaitingPerTenant,
+		MaxBytes: cfg.HTTP.MaxWaitingBytes, MaxBytesPerTenant: cfg.HTTP.MaxWaitingBytesPerTenant,
+	}, reg)
 	if err != nil {
 		return nil, err
 	}

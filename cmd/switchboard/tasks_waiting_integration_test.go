@@ -26,7 +26,8 @@ import (
 // acme and no other tenant) while its task goes on (tasks/get: working), a
 // tasks/result of tenant globex still waits; cancelling acme's first task
 // resolves it through the router, its tasks/result answers, and its slot
-// goes to acme's second.
+// goes to acme's second. http.mcp.max_sessions_per_tenant refuses acme's
+// third session: 503, a JSON-RPC error with reason "mcp_sessions".
 func TestTaskResultWaitLimitApacheKafka(t *testing.T) {
 	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
 	if bootstrap == "" {
@@ -71,6 +72,7 @@ http:
   listen: %[3]q
   max_waiting: 3
   max_waiting_per_tenant: 1
+  mcp: {max_sessions: 4, max_sessions_per_tenant: 2}
   auth:
     api_keys:
       - {name: acme, tenant: acme, key_env: SWITCHBOARD_TEST_KEY_ACME}
@@ -214,6 +216,17 @@ log: {level: warn}
 	waiting(1)
 	third := result(keyAcme, acme, a2)
 	waiting(2)
+
+	session(keyAcme) // acme's second session; its third is refused
+	m, sid := mcpPost(keyAcme, "", "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}`)
+	e, _ = m["error"].(map[string]any)
+	data, _ = e["data"].(map[string]any)
+	if sid != "" || e == nil || data["reason"] != "mcp_sessions" || !strings.Contains(fmt.Sprint(e["message"]), `tenant "acme" already has 2 MCP sessions`) {
+		t.Fatalf("acme's third session: %q %v", sid, m)
+	}
+	if v := scrape(t, httpAddr)[`switchboard_api_admission_refused_total{reason="mcp_sessions"}`]; v != 1 {
+		t.Errorf("refused{mcp_sessions} = %v, want 1", v)
+	}
 	stop() // shutdown ends the waits
 	for _, c := range []<-chan map[string]any{second, third} {
 		select {

@@ -14,9 +14,27 @@ const DefaultMaxWaiting = 4096
 // of it.
 const DefaultMaxMCPSessions = 4096
 
+// DefaultMaxWaitingBytes is http.max_waiting_bytes's default, the API's
+// (api.DefaultMaxWaitingBytes); max_waiting_bytes_per_tenant's is half of
+// it.
+const DefaultMaxWaitingBytes = 256 << 20
+
+// MinMaxWaitingBytes is the least http.max_waiting_bytes and
+// max_waiting_bytes_per_tenant accept: below it a bound would refuse
+// ordinary requests for their size alone.
+const MinMaxWaitingBytes = 64 << 10
+
 // setWaitingDefaults sets http.max_waiting, max_waiting_per_tenant,
-// http.mcp.max_sessions and max_sessions_per_tenant when absent (0).
+// max_waiting_bytes, max_waiting_bytes_per_tenant, http.mcp.max_sessions
+// and max_sessions_per_tenant when absent (0).
 func (c *Config) setWaitingDefaults() {
+	h := &c.HTTP
+	if h.MaxWaitingBytes == 0 {
+		h.MaxWaitingBytes = DefaultMaxWaitingBytes
+	}
+	if h.MaxWaitingBytesPerTenant == 0 && h.MaxWaitingBytes > 0 {
+		h.MaxWaitingBytesPerTenant = max(MinMaxWaitingBytes, h.MaxWaitingBytes/2)
+	}
 	for _, b := range c.holdBounds() {
 		if *b.max == 0 {
 			*b.max = b.def
@@ -44,10 +62,25 @@ func (c *Config) holdBounds() []holdBound {
 	}
 }
 
-// validateWaiting checks the bounds of holdBounds: positive, and a
-// tenant's no larger than the instance's.
+// validateWaiting checks the bounds of holdBounds and the waiting byte
+// bounds: positive, and a tenant's no larger than the instance's.
 func (c *Config) validateWaiting() Errors {
 	var errs Errors
+	h := c.HTTP
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"max_waiting_bytes", h.MaxWaitingBytes}, {"max_waiting_bytes_per_tenant", h.MaxWaitingBytesPerTenant}} {
+		switch {
+		case f.v < 0:
+			errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default)", "http", f.key))
+		case f.v > 0 && f.v < MinMaxWaitingBytes:
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d bytes is too small: at least %d (0 or absent: the default)", f.v, MinMaxWaitingBytes), "http", f.key))
+		}
+	}
+	if h.MaxWaitingBytes > 0 && h.MaxWaitingBytesPerTenant > h.MaxWaitingBytes {
+		errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than max_waiting_bytes %d: a tenant's bound is a share of the instance's", h.MaxWaitingBytesPerTenant, h.MaxWaitingBytes), "http", "max_waiting_bytes_per_tenant"))
+	}
 	for _, b := range c.holdBounds() {
 		at := func(key string) []string { return append(append([]string{}, b.path...), key) }
 		if *b.max < 0 {
