@@ -90,7 +90,7 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 // or by a [WaitLimit] for the callers already waiting. Its Error is one
 // line meant for the caller.
 type Refusal struct {
-	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting or ReasonMCPSessions
+	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting, ReasonMCPSessions or ReasonStreamConnections
 	Agent                   string        // the intent type's agent
 	RouterAge               time.Duration // the router's backlog age, less its slack
 	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
@@ -119,6 +119,9 @@ func (r *Refusal) Error() string {
 		return r.waitingError() // waiting.go
 	case ReasonMCPSessions:
 		return r.sessionsError() // sessionlimit.go
+	case ReasonStreamConnections:
+		return fmt.Sprintf("overloaded (stream_connections): this instance already holds %d stream connections (WebSocket and event streams), its http.websocket.max_connections; retry in %s, or on another instance",
+			r.Waiting, r.RetryAfter)
 	}
 	wait := func(d time.Duration, known bool) string {
 		if !known {
@@ -187,7 +190,7 @@ func (a *Admission) Refused(r *Refusal) { a.refused.WithLabelValues(r.Reason).In
 func writeRefusal(w http.ResponseWriter, r *Refusal) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(r.RetryAfter/time.Second)))
 	body := errorBody{Code: codeOverloaded, Message: r.Error(), Reason: r.Reason}
-	if r.Reason != ReasonWaiting {
+	if r.Reason == ReasonRouterBacklog || r.Reason == ReasonAgentBacklog {
 		ms := r.Backlog().Milliseconds()
 		body.BacklogMs = &ms
 	}

@@ -124,9 +124,9 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
 	if stream {
-		if !s.admitStream(p) {
+		if refuse := s.admitStream(p); refuse != nil {
 			publish = false // nothing was: a retry with the same key publishes
-			s.refuseStream(w, p)
+			refuse(w)
 			return
 		}
 		defer s.releaseStream(p)
