@@ -73,16 +73,6 @@ func (l *SessionLimit) Acquire(tenant *string) (release func(), ref *Refusal) {
 	return l.acquire(tenant, 0)
 }
 
-// Held reports how many sessions hold a slot.
-func (l *SessionLimit) Held() int {
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
 // sessionsError is a refusal's one line when its reason is
 // ReasonMCPSessions.
 func (r *Refusal) sessionsError() string {
