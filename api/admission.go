@@ -90,7 +90,7 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 // or by a [WaitLimit] for the callers already waiting. Its Error is one
 // line meant for the caller.
 type Refusal struct {
-	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog or ReasonWaiting
+	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting, ReasonMCPSessions or ReasonStreamConnections
 	Agent                   string        // the intent type's agent
 	RouterAge               time.Duration // the router's backlog age, less its slack
 	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
@@ -98,18 +98,30 @@ type Refusal struct {
 	Timeout                 time.Duration // the intent's effective timeout
 	RetryAfter              time.Duration // until the next sample, at least a second (waiting: a second)
 
-	// ReasonWaiting: the callers waiting (the tenant's, when Tenant is
-	// set) and the bound they reached.
+	// ReasonWaiting, ReasonMCPSessions: the callers waiting or the
+	// sessions open (the tenant's, when Tenant is set) and the bound they
+	// reached.
 	Waiting, Limit int
 	Tenant         *string // the tenant whose bound was reached; nil: the instance's
+
+	// ReasonWaiting, when ByteLimit is set: the bytes the waiting callers
+	// hold (the tenant's, when Tenant is set), the refused caller's, and
+	// the byte bound they would pass.
+	HeldBytes, Bytes, ByteLimit int64
 }
 
 // Backlog is the wait the refusal counted: RouterAge plus AgentAge.
 func (r *Refusal) Backlog() time.Duration { return r.RouterAge + r.AgentAge }
 
 func (r *Refusal) Error() string {
-	if r.Reason == ReasonWaiting {
+	switch r.Reason {
+	case ReasonWaiting:
 		return r.waitingError() // waiting.go
+	case ReasonMCPSessions:
+		return r.sessionsError() // sessionlimit.go
+	case ReasonStreamConnections:
+		return fmt.Sprintf("overloaded (stream_connections): this instance already holds %d stream connections (WebSocket and event streams), its http.websocket.max_connections; retry in %s, or on another instance",
+			r.Waiting, r.RetryAfter)
 	}
 	wait := func(d time.Duration, known bool) string {
 		if !known {
@@ -178,7 +190,7 @@ func (a *Admission) Refused(r *Refusal) { a.refused.WithLabelValues(r.Reason).In
 func writeRefusal(w http.ResponseWriter, r *Refusal) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(r.RetryAfter/time.Second)))
 	body := errorBody{Code: codeOverloaded, Message: r.Error(), Reason: r.Reason}
-	if r.Reason != ReasonWaiting {
+	if r.Reason == ReasonRouterBacklog || r.Reason == ReasonAgentBacklog {
 		ms := r.Backlog().Milliseconds()
 		body.BacklogMs = &ms
 	}

@@ -100,11 +100,13 @@ type Config struct {
 	Auth AuthConfig
 
 	// MessageRate (per second) and MessageBurst limit the messages of one
-	// WebSocket client; MaxConnectionsPerTenant caps a tenant's WebSocket
-	// connections (limits.go).
+	// WebSocket client; MaxConnectionsPerTenant caps a tenant's stream
+	// connections (WebSocket and event streams), MaxConnections the
+	// instance's (limits.go).
 	MessageRate             float64
 	MessageBurst            int
 	MaxConnectionsPerTenant int
+	MaxConnections          int
 
 	// MaxReplays caps the resumes replaying history at once on this server,
 	// MaxReplaysPerTenant those of one tenant; one more is answered

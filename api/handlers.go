@@ -114,7 +114,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 			res = s.lookup.stored(r.Context(), ik.tenant, req.IntentID)
 		}
 		if res == nil { // this caller waits: it takes a slot, or is refused
-			release := s.takeWaitSlot(w, p)
+			release := s.takeWaitSlot(w, p, int64(len(req.Payload)))
 			if release == nil {
 				publish = false // nothing was: a retry with the same key publishes
 				return
@@ -124,13 +124,13 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	var watch *Watch // ?stream=sse (sse.go): registered before publishing, too
 	if stream {
-		if !s.admitStream(p) {
+		if refuse := s.admitStream(p); refuse != nil {
 			publish = false // nothing was: a retry with the same key publishes
-			s.refuseStream(w, p)
+			refuse(w)
 			return
 		}
 		defer s.releaseStream(p)
-		release := s.takeWaitSlot(w, p)
+		release := s.takeWaitSlot(w, p, int64(len(req.Payload)))
 		if release == nil {
 			publish = false
 			return
@@ -197,10 +197,11 @@ func (s *Server) admit(ctx context.Context, req *schemas.IntentRequest, explicit
 }
 
 // takeWaitSlot takes a slot of the wait limit for a caller of p's tenant
-// (waiting.go), or answers its refusal (503 overloaded, reason "waiting")
+// whose request holds size bytes while it waits (its intent's payload;
+// waiting.go), or answers its refusal (503 overloaded, reason "waiting")
 // and returns nil. The caller releases the slot when it stops waiting.
-func (s *Server) takeWaitSlot(w http.ResponseWriter, p *principal) (release func()) {
-	release, ref := s.waitLimit.Acquire(tenantPtr(p))
+func (s *Server) takeWaitSlot(w http.ResponseWriter, p *principal, size int64) (release func()) {
+	release, ref := s.waitLimit.Acquire(tenantPtr(p), size)
 	if ref != nil {
 		writeRefusal(w, ref)
 		return nil

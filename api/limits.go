@@ -8,11 +8,16 @@ import (
 	"github.com/gorilla/websocket"
 )
 
+// ReasonStreamConnections is the reason of a stream refused because the
+// instance already holds Config.MaxConnections stream connections.
+const ReasonStreamConnections = "stream_connections"
+
 // Defaults of the stream limits in [Config].
 const (
 	DefaultMessageRate             = 50.0
 	DefaultMessageBurst            = 100
 	DefaultMaxConnectionsPerTenant = 1000
+	DefaultMaxConnections          = 8192
 	DefaultMaxReplays              = 16
 	DefaultMaxReplaysPerTenant     = 4
 )
@@ -30,7 +35,9 @@ const (
 //   - connections: a tenant holds at most Config.MaxConnectionsPerTenant
 //     stream connections; one more upgrade is answered 429
 //     too_many_connections (without authentication there are no tenants,
-//     and no cap).
+//     and no tenant cap). The instance holds at most Config.MaxConnections
+//     of all tenants' and unauthenticated callers'; one more is answered
+//     503 overloaded, reason stream_connections.
 //   - replays: at most Config.MaxReplays resumes read history at once, at
 //     most Config.MaxReplaysPerTenant of one tenant; one more is answered
 //     "resume_unavailable" (retry later). While one replays, the live
@@ -47,6 +54,9 @@ func (c *Config) setLimitDefaults() {
 	if c.MaxConnectionsPerTenant == 0 {
 		c.MaxConnectionsPerTenant = DefaultMaxConnectionsPerTenant
 	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
 	if c.MaxReplays == 0 {
 		c.MaxReplays = DefaultMaxReplays
 	}
@@ -61,6 +71,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("%w: MessageRate is negative (%v)", ErrInvalidConfig, c.MessageRate)
 	case c.MessageBurst < 0:
 		return fmt.Errorf("%w: MessageBurst is negative (%d)", ErrInvalidConfig, c.MessageBurst)
+	case c.MaxConnections < 0:
+		return fmt.Errorf("%w: MaxConnections is negative (%d)", ErrInvalidConfig, c.MaxConnections)
 	case c.MaxConnectionsPerTenant < 0:
 		return fmt.Errorf("%w: MaxConnectionsPerTenant is negative (%d)", ErrInvalidConfig, c.MaxConnectionsPerTenant)
 	case c.MaxReplays < 0:

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -128,6 +130,48 @@ func TestStreamCapsConnectionsPerTenant(t *testing.T) {
 	})
 }
 
+// TestStreamCapsConnectionsPerInstance: the instance holds at most
+// MaxConnections stream connections of all tenants (WebSocket and event
+// streams alike); one more is refused 503 overloaded, reason
+// stream_connections, naming no tenant, and counted; a close frees a place.
+func TestStreamCapsConnectionsPerInstance(t *testing.T) {
+	h := newHarness(t, withAuth(nil), withConfig(func(c *api.Config) { c.MaxConnections = 2 }))
+	first, _, _ := h.tryDial("", bearer(keyAcme))
+	if first == nil {
+		t.Fatal("dial refused under the cap")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := h.startRequest(ctx, "GET", "/v1/intents/x-1/events", "", bearer(keyGlobex))
+	eventually(t, "two streams", func() bool { return metricValue(t, h.reg, "switchboard_sse_streams") == 1 })
+	for _, try := range []func() (*http.Response, []byte){
+		func() (*http.Response, []byte) { _, resp, body := h.tryDial("", bearer(keyGlobex)); return resp, body },
+		func() (*http.Response, []byte) { return h.doWith("GET", "/v1/intents/x-2/events", "", bearer(keyAcme)) },
+	} {
+		resp, body := try()
+		var rb struct {
+			Error struct{ Code, Reason, Message string }
+		}
+		if err := json.Unmarshal(body, &rb); err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+			rb.Error.Code != "overloaded" || rb.Error.Reason != "stream_connections" ||
+			!strings.Contains(rb.Error.Message, "this instance already holds 2 stream connections") || strings.Contains(rb.Error.Message, "acme") {
+			t.Fatalf("over the instance's cap: %d %v %s", resp.StatusCode, resp.Header, body)
+		}
+	}
+	if n := metricValue(t, h.reg, "switchboard_api_admission_refused_total"); n != 2 {
+		t.Fatalf("refused{stream_connections} = %v", n)
+	}
+	cancel()
+	<-events
+	eventually(t, "a new connection after a close", func() bool {
+		c, resp, body := h.tryDial("", bearer(keyGlobex))
+		if c == nil && resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("after a close: %d %s", resp.StatusCode, body)
+		}
+		return c != nil
+	})
+}
+
 // TestSlowClientDoesNotDelayAFastOne: two clients subscribe to the same
 // results; one stops reading. Every result reaches the fast one while the
 // slow one is stalled, Results.Add (the router's side) never waits, and the
@@ -183,6 +227,7 @@ func TestLimitsConfigValidate(t *testing.T) {
 		"MessageRate":             {MessageRate: -1},
 		"MessageBurst":            {MessageBurst: -1},
 		"MaxConnectionsPerTenant": {MaxConnectionsPerTenant: -1},
+		"MaxConnections":          {MaxConnections: -1},
 	} {
 		if err := cfg.Validate(); !errors.Is(err, api.ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: Validate = %v", name, err)

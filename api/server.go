@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/gorilla/websocket"
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
@@ -65,19 +66,22 @@ type Server struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 
-	mu           sync.Mutex
-	closed       bool // Shutdown has begun
-	running      bool // Run has been called
-	addr         string
-	ready        chan struct{} // closed once Run is listening
-	conns        map[*wsConn]struct{}
-	tenantConns  map[string]int // stream connections by tenant (tenant.go)
-	streams      sync.WaitGroup // one per tracked WebSocket connection
-	sweeping     bool           // the keepalive goroutine was started
-	sweeperStop  chan struct{}
-	sweeperDone  chan struct{}
-	flush        *flushShards  // write the stream's data frames; started with the keepalive
-	shutdownDone chan struct{} // closed when the first Shutdown returns
+	mu          sync.Mutex
+	closed      bool // Shutdown has begun
+	running     bool // Run has been called
+	addr        string
+	ready       chan struct{} // closed once Run is listening
+	conns       map[*wsConn]struct{}
+	tenantConns map[string]int // stream connections by tenant (tenant.go)
+	streamConns int            // stream connections in all (tenant.go)
+
+	streamsRefused prometheus.Counter // refused{reason="stream_connections"}
+	streams        sync.WaitGroup     // one per tracked WebSocket connection
+	sweeping       bool               // the keepalive goroutine was started
+	sweeperStop    chan struct{}
+	sweeperDone    chan struct{}
+	flush          *flushShards  // write the stream's data frames; started with the keepalive
+	shutdownDone   chan struct{} // closed when the first Shutdown returns
 
 	// Resumes replaying history, and by tenant (resume.go; guarded by mu;
 	// the map is made on first use).
@@ -119,35 +123,40 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	refused, err := refusedCounter(o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:          cfg,
-		pub:          pub,
-		results:      results,
-		clock:        o.clock,
-		log:          o.logger,
-		readiness:    o.readiness,
-		degraded:     o.degraded,
-		contexts:     o.contexts,
-		history:      o.history,
-		lookup:       &intentLookup{results: results, store: o.lookup},
-		reload:       o.reload,
-		agentState:   o.agentState,
-		agentLag:     o.agentLag,
-		tracing:      o.tracing,
-		idem:         newIdempotency(o.clock, o.idempotencyWindow),
-		admission:    o.admission,
-		waitLimit:    o.waitLimit,
-		metrics:      m,
-		front:        fm,
-		sse:          sm,
-		ready:        make(chan struct{}),
-		conns:        map[*wsConn]struct{}{},
-		tenantConns:  map[string]int{},
-		auth:         newAuthenticator(cfg.Auth, o.clock, o.logger),
-		sweeperStop:  make(chan struct{}),
-		sweeperDone:  make(chan struct{}),
-		flush:        newFlushShards(m.wsSent),
-		shutdownDone: make(chan struct{}),
+		cfg:            cfg,
+		pub:            pub,
+		results:        results,
+		clock:          o.clock,
+		log:            o.logger,
+		readiness:      o.readiness,
+		degraded:       o.degraded,
+		contexts:       o.contexts,
+		history:        o.history,
+		lookup:         &intentLookup{results: results, store: o.lookup},
+		reload:         o.reload,
+		agentState:     o.agentState,
+		agentLag:       o.agentLag,
+		tracing:        o.tracing,
+		idem:           newIdempotency(o.clock, o.idempotencyWindow),
+		admission:      o.admission,
+		waitLimit:      o.waitLimit,
+		metrics:        m,
+		front:          fm,
+		sse:            sm,
+		ready:          make(chan struct{}),
+		conns:          map[*wsConn]struct{}{},
+		tenantConns:    map[string]int{},
+		streamsRefused: refused.WithLabelValues(ReasonStreamConnections),
+		auth:           newAuthenticator(cfg.Auth, o.clock, o.logger),
+		sweeperStop:    make(chan struct{}),
+		sweeperDone:    make(chan struct{}),
+		flush:          newFlushShards(m.wsSent),
+		shutdownDone:   make(chan struct{}),
 	}
 	s.SetCatalog(o.catalog)
 	results.expireInflight(o.clock, s.idem.window)

@@ -140,8 +140,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	if !s.admitStream(p) {
-		s.refuseStream(w, p)
+	if refuse := s.admitStream(p); refuse != nil {
+		refuse(w)
 		return
 	}
 	defer s.releaseStream(p)

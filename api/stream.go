@@ -60,8 +60,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	if !s.admitStream(p) {
-		s.refuseStream(w, p)
+	if refuse := s.admitStream(p); refuse != nil {
+		refuse(w)
 		return
 	}
 	defer s.releaseStream(p)

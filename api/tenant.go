@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -119,29 +120,37 @@ func (s *subscriber) scope(p *principal) {
 	}
 }
 
-// admitStream counts a new stream connection of p's tenant, or reports false
-// if the tenant already holds Config.MaxConnectionsPerTenant. Without
-// authentication nothing is counted. Each true must be paired with
-// releaseStream.
-func (s *Server) admitStream(p *principal) bool {
-	if p == nil {
-		return true
-	}
+// admitStream counts a new stream connection (WebSocket, or an event
+// stream) of p's tenant, or returns the refusal to answer with: 503
+// overloaded (reason stream_connections) when the instance already holds
+// Config.MaxConnections, 429 too_many_connections when the tenant holds
+// Config.MaxConnectionsPerTenant. Without authentication only the
+// instance's bound applies. Each nil must be paired with releaseStream.
+func (s *Server) admitStream(p *principal) (refuse func(http.ResponseWriter)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tenantConns[p.tenant] >= s.cfg.MaxConnectionsPerTenant {
-		return false
+	switch {
+	case s.streamConns >= s.cfg.MaxConnections:
+		ref := &Refusal{Reason: ReasonStreamConnections, Waiting: s.streamConns, Limit: s.cfg.MaxConnections, RetryAfter: time.Second}
+		s.streamsRefused.Inc()
+		return func(w http.ResponseWriter) { writeRefusal(w, ref) }
+	case p != nil && s.tenantConns[p.tenant] >= s.cfg.MaxConnectionsPerTenant:
+		return func(w http.ResponseWriter) { s.refuseStream(w, p) }
 	}
-	s.tenantConns[p.tenant]++
-	return true
+	s.streamConns++
+	if p != nil {
+		s.tenantConns[p.tenant]++
+	}
+	return nil
 }
 
 func (s *Server) releaseStream(p *principal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streamConns--
 	if p == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.tenantConns[p.tenant]--; s.tenantConns[p.tenant] <= 0 {
 		delete(s.tenantConns, p.tenant)
 	}

@@ -126,7 +126,16 @@ func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if res == nil && !st.Resolved() {
+			// This caller waits: it takes a slot, or is refused. An unknown
+			// id and another tenant's wait alike (the lookup found
+			// neither), so a refusal tells nothing of other tenants.
+			release := s.takeWaitSlot(w, p, 0)
+			if release == nil {
+				s.results.release(wt)
+				return
+			}
 			res = s.waitFor(r.Context(), wt, wait)
+			release()
 		}
 		s.results.release(wt)
 		if res != nil {

@@ -29,8 +29,13 @@ type waitAnswer struct {
 // the answer arrives on the channel. Cancelling ctx is the caller going
 // away.
 func (h *harness) startCall(ctx context.Context, path, body string, hdr http.Header) <-chan waitAnswer {
+	return h.startRequest(ctx, http.MethodPost, path, body, hdr)
+}
+
+// startRequest is startCall with any method.
+func (h *harness) startRequest(ctx context.Context, method, path, body string, hdr http.Header) <-chan waitAnswer {
 	out := make(chan waitAnswer, 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.ts.URL+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, h.ts.URL+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -207,6 +212,49 @@ func TestWaitLimitPerTenant(t *testing.T) {
 		if a := receive(t, "a waiting caller", c); a.err != nil || a.status != http.StatusOK {
 			t.Fatalf("caller: %d %v %s", a.status, a.err, a.body)
 		}
+	}
+	waitingIs(t, reg, 0)
+}
+
+// TestWaitLimitBoundsGetWait: GET /v1/intents/{id}?wait takes a slot
+// while it waits, like POST ?wait; one more is refused at once. A wait on
+// another tenant's intent is a wait on an unknown id, and its refusal
+// reads word for word the same: it tells nothing of the other tenant.
+func TestWaitLimitBoundsGetWait(t *testing.T) {
+	h, reg := newWaitLimitHarness(t, 3, 1, withAuth(nil))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if resp, b := h.doWith("POST", "/v1/intents", `{"intent_id":"a-1","intent_type":"echo","payload":{}}`, bearer(keyAcme)); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	acme := h.startRequest(ctx, "GET", "/v1/intents/a-1?wait=10s", "", bearer(keyAcme))
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitingIs(t, reg, 1)
+	resp, b := h.doWith("GET", "/v1/intents/a-1?wait=10s", "", bearer(keyAcme))
+	wantWaitingRefusal(t, resp, b, `tenant "acme" already has 1 callers waiting for results here, its http.max_waiting_per_tenant`)
+
+	globex := h.startRequest(ctx, "GET", "/v1/intents/a-1?wait=10s", "", bearer(keyGlobex))
+	if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitingIs(t, reg, 2)
+	_, other := h.doWith("GET", "/v1/intents/a-1?wait=10s", "", bearer(keyGlobex))
+	resp, unknown := h.doWith("GET", "/v1/intents/nothing-here?wait=10s", "", bearer(keyGlobex))
+	wantWaitingRefusal(t, resp, unknown, `tenant "globex" already has 1 callers waiting`)
+	if string(other) != string(unknown) {
+		t.Fatalf("refusals differ: another tenant's intent %s, an unknown one %s", other, unknown)
+	}
+
+	h.results.Add(tenantResult("a-1", "acme", ""))
+	if a := receive(t, "acme's wait", acme); a.err != nil || a.status != http.StatusOK {
+		t.Fatalf("acme's wait: %d %v %s", a.status, a.err, a.body)
+	}
+	waitingIs(t, reg, 1)
+	h.clock.Advance(11 * time.Second)
+	if a := receive(t, "globex's wait", globex); a.err != nil || a.status != http.StatusNotFound {
+		t.Fatalf("globex's wait on acme's intent: %d %v %s", a.status, a.err, a.body)
 	}
 	waitingIs(t, reg, 0)
 }

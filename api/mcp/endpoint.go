@@ -87,11 +87,19 @@ type Config struct {
 	Admission *api.Admission
 
 	// WaitLimit, when set, bounds the tools/call that wait for their
-	// result (a task-augmented call does not wait): one more over its
-	// bounds is refused before publishing, a tool error like admission's
-	// with reason "waiting". Share the HTTP API's ([api.WithWaitLimit]).
-	// Nil: no bound.
+	// result (a task-augmented call does not wait) and the tasks/result
+	// that wait for a task's: one more call over its bounds is refused
+	// before publishing, a tool error like admission's with reason
+	// "waiting"; one more tasks/result, a JSON-RPC error (code -32000,
+	// data {"reason":"waiting"}) while its task goes on. Share the HTTP
+	// API's ([api.WithWaitLimit]). Nil: no bound.
 	WaitLimit *api.WaitLimit
+
+	// SessionLimit, when set, bounds the sessions open on this instance,
+	// in all and by tenant: one more initialize over its bounds is
+	// answered 503 with a JSON-RPC error (code -32000, data reason
+	// "mcp_sessions") and opens none (sessions.go). Nil: no bound.
+	SessionLimit *api.SessionLimit
 
 	// TracerProvider, when set, traces each tools/call that publishes an
 	// intent with a switchboard.intake span (tracing.go), as the HTTP API
@@ -114,6 +122,8 @@ type Endpoint struct {
 	versions  *sessionVersions
 	tools     atomic.Pointer[api.Catalog] // the intent types in force (catalog.go)
 	tracer    trace.Tracer                // nil: no spans (tracing.go)
+
+	open openSessions // sessions holding a slot of SessionLimit (sessions.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown: waiting calls end
@@ -167,6 +177,7 @@ func New(cfg Config) (*Endpoint, error) {
 		cfg.Version = "dev"
 	}
 	e := &Endpoint{cfg: cfg, calls: newCallRegistry(), versions: newSessionVersions(), stopped: make(chan struct{})}
+	e.open.release = map[string]func(){}
 	e.tools.Store(&cfg.Catalog)
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer("github.com/switchboard-mcp/switchboard/api/mcp")
@@ -217,6 +228,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// tenant the guard found (from a JWT, or an API key in any header).
 	r.Header.Set("Authorization", "Bearer switchboard")
 	newProtocol := r.Header.Get("Mcp-Protocol-Version") >= protocol2026
+	var (
+		msgs       []wireMsg
+		initialize bool
+	)
 	if r.Method == http.MethodPost {
 		e.posts.add()
 		defer e.posts.done()
@@ -231,7 +246,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		msgs := peek(body)
+		msgs, initialize = peek(body), hasInitialize(body)
 		for _, m := range msgs {
 			if m.Method == "server/discover" || m.protocol() >= protocol2026 {
 				newProtocol = true
@@ -245,10 +260,33 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w = &sessionCapture{ResponseWriter: w, version: v, versions: e.versions}
 		}
 	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method == http.MethodPost && !newProtocol && sid == "" && initialize {
+		// A new session: it takes a slot, given back when the SDK no
+		// longer holds the session (pruneSessions).
+		release := e.admitSession(w, tenantSlot(r), msgs)
+		if release == nil {
+			return
+		}
+		sc, ok := w.(*sessionCapture)
+		if !ok {
+			sc = &sessionCapture{ResponseWriter: w}
+			w = sc
+		}
+		sc.opened = func(sid string) { e.sessionOpened(sid, release) }
+		defer func() {
+			if !sc.recorded {
+				release() // no session was opened
+			}
+		}()
+	}
+	if r.Method == http.MethodDelete && sid != "" {
+		defer e.pruneSessions(true)
+	}
 	// A session's requests are served at the revision negotiated when it
 	// began, whatever (older) version header a client sends later: the
 	// SDK chooses per request whether to write SSE priming events.
-	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+	if sid != "" {
 		if v := e.versions.get(sid); v != "" {
 			r.Header.Set("Mcp-Protocol-Version", v)
 		}
@@ -442,39 +480,6 @@ func initializeVersion(msgs []wireMsg) string {
 	}
 	return ""
 }
-
-// sessionCapture records the session id an initialize response assigns.
-type sessionCapture struct {
-	http.ResponseWriter
-	version  string
-	versions *sessionVersions
-	done     bool
-}
-
-func (c *sessionCapture) WriteHeader(code int) {
-	if !c.done {
-		c.done = true
-		if sid := c.Header().Get("Mcp-Session-Id"); sid != "" && code/100 == 2 {
-			c.versions.set(sid, c.version)
-		}
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *sessionCapture) Write(b []byte) (int, error) {
-	if !c.done {
-		c.WriteHeader(http.StatusOK)
-	}
-	return c.ResponseWriter.Write(b)
-}
-
-func (c *sessionCapture) Flush() {
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (c *sessionCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // maxSessions bounds the negotiated versions remembered; past it the
 // oldest are forgotten (those sessions then go by their header).

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -152,7 +153,12 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 		return &taskResult{taskWire: tw}, true, nil
 	case "tasks/result":
 		res := st.Result
-		if res == nil {
+		if res == nil { // this call waits: it takes a slot, or is refused
+			release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req), 0)
+			if ref != nil {
+				return nil, true, waitingError(ref, id)
+			}
+			defer release()
 			res = e.waitResult(ctx, st)
 		}
 		if res == nil {
@@ -193,6 +199,22 @@ func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) *schemas
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// codeOverloaded is the JSON-RPC error code of a tasks/result the wait
+// limit refused (in the range JSON-RPC leaves to servers); its data names
+// the reason and when to retry.
+const codeOverloaded = -32000
+
+// waitingError is the JSON-RPC error of a tasks/result refused by the wait
+// limit: the task goes on, and tasks/get or a later tasks/result fetches
+// its result. It names the caller's tenant's bound or the instance's, never
+// anything of another tenant's.
+func waitingError(ref *api.Refusal, id string) error {
+	data, _ := json.Marshal(map[string]any{"reason": ref.Reason, "retry_after_ms": ref.RetryAfter.Milliseconds()})
+	return &jsonrpc.Error{Code: codeOverloaded, Data: data, Message: fmt.Sprintf(
+		"overloaded (%s): %s; task %q goes on: poll it with tasks/get, or retry tasks/result in %s",
+		ref.Reason, ref.WaitingBound(), id, ref.RetryAfter)}
 }
 
 func modern(version string) bool { return version >= protocol2026 }

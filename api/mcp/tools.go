@@ -191,7 +191,9 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	}
 	task := e.wantsTask(req, ci)
 	if res == nil && !task { // this call waits: it takes a slot, or is refused
-		release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req))
+		// It holds its arguments twice while it waits: the raw body, and
+		// the parsed request.
+		release, ref := e.cfg.WaitLimit.Acquire(tenantPtr(req), 2*int64(len(args)))
 		if ref != nil {
 			return overloaded(ref), nil
 		}

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,4 +88,107 @@ func TestWaitLimitRefusesACall(t *testing.T) {
 	if r := <-call(keyAcme, acme, "5", "echo"); r.reply() == nil || r.reply()["result"].(map[string]any)["isError"] == true {
 		t.Fatalf("after release: %s", r.body)
 	}
+}
+
+// TestWaitLimitRefusesATaskResult: a 2025-11-25 tasks/result that would
+// wait over its tenant's bound is refused at once, a JSON-RPC error with
+// reason "waiting" naming only the caller's tenant, while the task goes on
+// and another tenant's tasks/result still waits; a resolved task's
+// tasks/result takes no slot; a slot comes back with the result.
+func TestWaitLimitRefusesATaskResult(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: 2, MaxPerTenant: 1}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) { c.WaitLimit = limit })
+	acme, other := h.session(keyAcme), h.session(keyOther)
+	createTask := func(key, sid, id, tool string) string {
+		r := h.post(key, sessionHdr(sid), `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"n":`+id+`},"task":{"ttl":60000}}}`)
+		tk, _ := r.reply()["result"].(map[string]any)["task"].(map[string]any)
+		if tk == nil {
+			t.Fatalf("create task: %s", r.body)
+		}
+		return tk["taskId"].(string)
+	}
+	rpcID := 100
+	result := func(key, sid, id string) <-chan rpc {
+		out := make(chan rpc, 1)
+		rpcID++
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/result","params":{"taskId":%q}}`, rpcID, id)
+		go func() {
+			out <- h.post(key, sessionHdr(sid), body)
+		}()
+		return out
+	}
+	a1, a2, o1 := createTask(keyAcme, acme, "10", "slow"), createTask(keyAcme, acme, "11", "slow"), createTask(keyOther, other, "12", "slow")
+	done := createTask(keyAcme, acme, "13", "echo")
+	waitFor(t, func() bool {
+		r := h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"`+done+`"}}`)
+		return strings.Contains(r.body, `"status":"completed"`)
+	})
+
+	first := result(keyAcme, acme, a1)
+	waitFor(t, func() bool { return gauge(t, reg) == 1 })
+	r := <-result(keyAcme, acme, a2)
+	e, _ := r.reply()["error"].(map[string]any)
+	if e == nil || e["code"] != float64(-32000) {
+		t.Fatalf("tasks/result over the bound: %s", r.body)
+	}
+	msg, data := e["message"].(string), e["data"].(map[string]any)
+	if !strings.Contains(msg, `overloaded (waiting): tenant "acme" already has 1 callers waiting`) || !strings.Contains(msg, a2) ||
+		strings.Contains(msg, "other") || data["reason"] != "waiting" || data["retry_after_ms"] != float64(1000) {
+		t.Fatalf("refusal: %q %v", msg, data)
+	}
+	if r := <-result(keyAcme, acme, done); !strings.Contains(r.body, "related-task") {
+		t.Fatalf("a resolved task's tasks/result over the bound: %s", r.body)
+	}
+	second := result(keyOther, other, o1)
+	waitFor(t, func() bool { return gauge(t, reg) == 2 })
+
+	for _, req := range h.pub.Requests() {
+		h.results.Add(&schemas.IntentResult{
+			IntentID: req.IntentID, IntentType: req.IntentType, Tenant: req.Tenant,
+			Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`)),
+		})
+	}
+	for _, c := range []<-chan rpc{first, second} {
+		if r := <-c; !strings.Contains(r.body, "related-task") {
+			t.Fatalf("a waiting tasks/result: %s", r.body)
+		}
+	}
+	waitFor(t, func() bool { return gauge(t, reg) == 0 })
+	if r := <-result(keyAcme, acme, a2); !strings.Contains(r.body, "related-task") {
+		t.Fatalf("after release: %s", r.body)
+	}
+}
+
+// TestWaitLimitCountsArgumentBytes: a waiting tools/call holds its
+// arguments twice (the raw body and the parsed request), counted against
+// the waiting byte bounds: one more that would pass them is refused.
+func TestWaitLimitCountsArgumentBytes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: 10, MaxBytes: 1000, MaxBytesPerTenant: 100}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) { c.WaitLimit = limit })
+	acme := h.session(keyAcme)
+	args := `{"s":"` + strings.Repeat("x", 32) + `"}` // 40 bytes
+	first := make(chan rpc, 1)
+	go func() {
+		first <- h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":`+args+`}}`)
+	}()
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_waiting_bytes") == 80 })
+	r := h.post(keyAcme, sessionHdr(acme), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{"s":"0123456789"}}}`)
+	res, _ := r.reply()["result"].(map[string]any)
+	if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), `tenant "acme"'s callers waiting here hold 80 bytes of requests, and this one's 36 would pass its http.max_waiting_bytes_per_tenant, 100`) {
+		t.Fatalf("the call over the byte bound: %s", r.body)
+	}
+	h.results.Add(&schemas.IntentResult{
+		IntentID: h.pub.Requests()[0].IntentID, IntentType: "slow", Tenant: schemas.Ptr("acme"),
+		Outcome: schemas.OutcomeAnswered, Answer: schemas.Ptr(schemas.JSON(`{}`)),
+	})
+	<-first
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_waiting_bytes") == 0 })
 }

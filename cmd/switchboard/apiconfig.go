@@ -33,6 +33,7 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 		MessageRate:             ws.MessageRate,
 		MessageBurst:            ws.MessageBurst,
 		MaxConnectionsPerTenant: ws.MaxConnectionsPerTenant,
+		MaxConnections:          ws.MaxConnections,
 		MaxReplays:              ws.MaxReplays,
 		MaxReplaysPerTenant:     ws.MaxReplaysPerTenant,
 	}

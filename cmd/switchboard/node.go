@@ -229,19 +229,26 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	if err != nil {
 		return nil, err
 	}
-	waitLimit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: cfg.HTTP.MaxWaiting, MaxPerTenant: cfg.HTTP.MaxWaitingPerTenant}, reg)
+	waitLimit, err := api.NewWaitLimit(api.WaitLimitConfig{
+		Max: cfg.HTTP.MaxWaiting, MaxPerTenant: cfg.HTTP.MaxWaitingPerTenant,
+		MaxBytes: cfg.HTTP.MaxWaitingBytes, MaxBytesPerTenant: cfg.HTTP.MaxWaitingBytesPerTenant,
+	}, reg)
 	if err != nil {
 		return nil, err
 	}
 	var mcpDoor api.Option
 	if !cfg.HTTP.MCP.Disabled {
+		sessionLimit, err := api.NewSessionLimit(api.SessionLimitConfig{Max: cfg.HTTP.MCP.MaxSessions, MaxPerTenant: cfg.HTTP.MCP.MaxSessionsPerTenant}, reg)
+		if err != nil {
+			return nil, err
+		}
 		ep, err := mcp.New(mcp.Config{
 			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results},
 			Lookup:      api.NewIntentLookup(n.results, n.lookup),
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),
 			SessionTimeout: cfg.HTTP.MCP.SessionTimeout.D(), TaskTTL: cfg.Router.DedupWindow.D(), Version: version(),
-			TracerProvider: n.tracerProvider(), Admission: admission, WaitLimit: waitLimit,
+			TracerProvider: n.tracerProvider(), Admission: admission, WaitLimit: waitLimit, SessionLimit: sessionLimit,
 		})
 		if err != nil {
 			return nil, err

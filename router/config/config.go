@@ -305,12 +305,18 @@ type HTTP struct {
 	BodyReadTimeout   Duration `yaml:"body_read_timeout"`
 	IdleTimeout       Duration `yaml:"idle_timeout"`
 	// MaxWaiting bounds the callers waiting for a result on one instance
-	// (POST /v1/intents?wait and ?stream=sse, MCP tools/call); one more is
-	// refused at once, nothing published (503 overloaded, reason
-	// "waiting"). MaxWaitingPerTenant bounds one authenticated tenant's
+	// (POST /v1/intents?wait and ?stream=sse, GET /v1/intents/{id}?wait,
+	// MCP tools/call and tasks/result); one more is refused at once,
+	// nothing published (503 overloaded, reason "waiting").
+	// MaxWaitingPerTenant bounds one authenticated tenant's
 	// (http_limits.go). Defaults 4096 and half of MaxWaiting.
 	MaxWaiting          int `yaml:"max_waiting"`
 	MaxWaitingPerTenant int `yaml:"max_waiting_per_tenant"`
+	// MaxWaitingBytes bounds the bytes those callers' requests hold while
+	// they wait (payloads; an MCP call's arguments twice), the same way;
+	// MaxWaitingBytesPerTenant one tenant's. Defaults 256 MiB and half.
+	MaxWaitingBytes          int64 `yaml:"max_waiting_bytes"`
+	MaxWaitingBytesPerTenant int64 `yaml:"max_waiting_bytes_per_tenant"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`

@@ -91,6 +91,9 @@ type WebSocket struct {
 	MessageRate             float64  `yaml:"message_rate"`
 	MessageBurst            int      `yaml:"message_burst"`
 	MaxConnectionsPerTenant int      `yaml:"max_connections_per_tenant"`
+	// MaxConnections caps the stream connections (WebSocket and event
+	// streams) of one instance, every tenant's and unauthenticated ones.
+	MaxConnections int `yaml:"max_connections"`
 	// MaxReplays caps the resumes reading history from Kafka at once on one
 	// instance, MaxReplaysPerTenant those of one tenant.
 	MaxReplays          int `yaml:"max_replays"`
@@ -206,6 +209,7 @@ func (c *Config) validateHTTP() Errors {
 		{"message_rate", ws.MessageRate},
 		{"message_burst", float64(ws.MessageBurst)},
 		{"max_connections_per_tenant", float64(ws.MaxConnectionsPerTenant)},
+		{"max_connections", float64(ws.MaxConnections)},
 		{"max_replays", float64(ws.MaxReplays)},
 		{"max_replays_per_tenant", float64(ws.MaxReplaysPerTenant)},
 	} {

@@ -9,31 +9,89 @@ import "fmt"
 // default is half of http.max_waiting.
 const DefaultMaxWaiting = 4096
 
-// setWaitingDefaults sets http.max_waiting and max_waiting_per_tenant when
-// absent (0).
+// DefaultMaxMCPSessions is http.mcp.max_sessions's default, the MCP
+// endpoint's (api.DefaultMaxMCPSessions); max_sessions_per_tenant's is half
+// of it.
+const DefaultMaxMCPSessions = 4096
+
+// DefaultMaxWaitingBytes is http.max_waiting_bytes's default, the API's
+// (api.DefaultMaxWaitingBytes); max_waiting_bytes_per_tenant's is half of
+// it.
+const DefaultMaxWaitingBytes = 256 << 20
+
+// MinMaxWaitingBytes is the least http.max_waiting_bytes and
+// max_waiting_bytes_per_tenant accept: below it a bound would refuse
+// ordinary requests for their size alone.
+const MinMaxWaitingBytes = 64 << 10
+
+// setWaitingDefaults sets http.max_waiting, max_waiting_per_tenant,
+// max_waiting_bytes, max_waiting_bytes_per_tenant, http.mcp.max_sessions
+// and max_sessions_per_tenant when absent (0).
 func (c *Config) setWaitingDefaults() {
 	h := &c.HTTP
-	if h.MaxWaiting == 0 {
-		h.MaxWaiting = DefaultMaxWaiting
+	if h.MaxWaitingBytes == 0 {
+		h.MaxWaitingBytes = DefaultMaxWaitingBytes
 	}
-	if h.MaxWaitingPerTenant == 0 && h.MaxWaiting > 0 {
-		h.MaxWaitingPerTenant = max(1, h.MaxWaiting/2)
+	if h.MaxWaitingBytesPerTenant == 0 && h.MaxWaitingBytes > 0 {
+		h.MaxWaitingBytesPerTenant = max(MinMaxWaitingBytes, h.MaxWaitingBytes/2)
+	}
+	for _, b := range c.holdBounds() {
+		if *b.max == 0 {
+			*b.max = b.def
+		}
+		if *b.perTenant == 0 && *b.max > 0 {
+			*b.perTenant = max(1, *b.max/2)
+		}
 	}
 }
 
-// validateWaiting checks the waiting bounds: positive, and a tenant's no
-// larger than the instance's.
+// holdBound is a count bound on what callers hold on one instance, with
+// its per-tenant share, their keys and the instance bound's default.
+type holdBound struct {
+	path              []string // the keys' parent: http, or http.mcp
+	key, perTenantKey string
+	max, perTenant    *int
+	def               int
+}
+
+func (c *Config) holdBounds() []holdBound {
+	h := &c.HTTP
+	return []holdBound{
+		{[]string{"http"}, "max_waiting", "max_waiting_per_tenant", &h.MaxWaiting, &h.MaxWaitingPerTenant, DefaultMaxWaiting},
+		{[]string{"http", "mcp"}, "max_sessions", "max_sessions_per_tenant", &h.MCP.MaxSessions, &h.MCP.MaxSessionsPerTenant, DefaultMaxMCPSessions},
+	}
+}
+
+// validateWaiting checks the bounds of holdBounds and the waiting byte
+// bounds: positive, and a tenant's no larger than the instance's.
 func (c *Config) validateWaiting() Errors {
 	var errs Errors
 	h := c.HTTP
-	if h.MaxWaiting < 0 {
-		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default, 4096)", "http", "max_waiting"))
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"max_waiting_bytes", h.MaxWaitingBytes}, {"max_waiting_bytes_per_tenant", h.MaxWaitingBytesPerTenant}} {
+		switch {
+		case f.v < 0:
+			errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default)", "http", f.key))
+		case f.v > 0 && f.v < MinMaxWaitingBytes:
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d bytes is too small: at least %d (0 or absent: the default)", f.v, MinMaxWaitingBytes), "http", f.key))
+		}
 	}
-	switch {
-	case h.MaxWaitingPerTenant < 0:
-		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: half of max_waiting)", "http", "max_waiting_per_tenant"))
-	case h.MaxWaiting > 0 && h.MaxWaitingPerTenant > h.MaxWaiting:
-		errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than max_waiting %d: a tenant's bound is a share of the instance's", h.MaxWaitingPerTenant, h.MaxWaiting), "http", "max_waiting_per_tenant"))
+	if h.MaxWaitingBytes > 0 && h.MaxWaitingBytesPerTenant > h.MaxWaitingBytes {
+		errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than max_waiting_bytes %d: a tenant's bound is a share of the instance's", h.MaxWaitingBytesPerTenant, h.MaxWaitingBytes), "http", "max_waiting_bytes_per_tenant"))
+	}
+	for _, b := range c.holdBounds() {
+		at := func(key string) []string { return append(append([]string{}, b.path...), key) }
+		if *b.max < 0 {
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("must not be negative (0 or absent: the default, %d)", b.def), at(b.key)...))
+		}
+		switch {
+		case *b.perTenant < 0:
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("must not be negative (0 or absent: half of %s)", b.key), at(b.perTenantKey)...))
+		case *b.max > 0 && *b.perTenant > *b.max:
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than %s %d: a tenant's bound is a share of the instance's", *b.perTenant, b.key, *b.max), at(b.perTenantKey)...))
+		}
 	}
 	return errs
 }

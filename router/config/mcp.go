@@ -15,4 +15,10 @@ type MCP struct {
 	SSEPollAfter Duration `yaml:"sse_poll_after"`
 	// SessionTimeout closes idle 2025-11-25 sessions. Default 30m.
 	SessionTimeout Duration `yaml:"session_timeout"`
+	// MaxSessions bounds the 2025-11-25 sessions open on one instance; one
+	// more initialize is refused (503, a JSON-RPC error with reason
+	// "mcp_sessions"). MaxSessionsPerTenant bounds one authenticated
+	// tenant's (http_limits.go). Defaults 4096 and half of MaxSessions.
+	MaxSessions          int `yaml:"max_sessions"`
+	MaxSessionsPerTenant int `yaml:"max_sessions_per_tenant"`
 }
