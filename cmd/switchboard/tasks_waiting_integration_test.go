@@ -5,11 +5,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,21 +26,11 @@ import (
 // goes to acme's second. http.mcp.max_sessions_per_tenant refuses acme's
 // third session: 503, a JSON-RPC error with reason "mcp_sessions".
 func TestTaskResultWaitLimitApacheKafka(t *testing.T) {
-	bootstrap := os.Getenv("KAFKA_BOOTSTRAP")
-	if bootstrap == "" {
-		t.Fatal("KAFKA_BOOTSTRAP is not set: run 'make test-integration'")
-	}
+	bootstrap := apacheKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	p := "taskwait." + hex.EncodeToString(b[:])
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := l.Addr().String()
-	_ = l.Close()
+	p := runPrefix("taskwait")
+	httpAddr := freeLoopback(t)
 	const keyAcme, keyGlobex = "sk_acme_taskwait_0123456789", "sk_globex_taskwait_0123456789"
 	t.Setenv("SWITCHBOARD_TEST_KEY_ACME", keyAcme)
 	t.Setenv("SWITCHBOARD_TEST_KEY_GLOBEX", keyGlobex)
@@ -51,17 +38,7 @@ func TestTaskResultWaitLimitApacheKafka(t *testing.T) {
 	yaml := fmt.Sprintf(`kafka:
   bootstrap_servers: %[2]q
   group_id: %[1]s.router
-topics:
-  requests: %[1]s.request
-  responses: %[1]s.response
-  results: %[1]s.result
-  timeouts: %[1]s.timeout
-  dead_letter: %[1]s.dlq
-  pending: %[1]s.pending
-  fallback_cache: %[1]s.cache
-  context_snapshots: %[1]s.context
-  progress: %[1]s.progress
-  partitions: 2
+`+shortTopics+`  partitions: 2
   auto_create: true
 agents:
   worker: {topic: %[1]s.agent.worker, group_id: %[1]s.workers}
