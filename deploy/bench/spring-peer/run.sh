@@ -142,6 +142,7 @@ run_switchboard() {
 		  responses: $t.agent.response
 		  results: $t.intent.result
 		  timeouts: $t.intent.timeout
+		  progress: $t.intent.progress
 		  dead_letter: $t.intent.dlq
 		  pending: $t.router.pending
 		  fallback_cache: $t.fallback.cache
