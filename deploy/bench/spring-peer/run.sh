@@ -29,6 +29,8 @@
 #   PEER_HTTP_PORT      the port 'switchboard serve' listens on [18480]
 #   PEER_PARTITIONS     partitions of every topic [6]
 #   PEER_OUT            where the raw step lines go [deploy/bench/spring-peer/target/results]
+#   PEER_BUILD          no: run what the last run built in target/ (rounds of an A/B
+#                       without a build's CPU before each) [yes]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -85,9 +87,13 @@ port=${KAFKA_BOOTSTRAP##*:}
 broker_pid=$(ss -ltnpH "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
 cpu_broker=${broker_pid:+broker=$broker_pid}
 
-echo "peer-bench: building the peer (mvn) and switchboard (go build)"
-mvn -B -q -ntp -f "$peer/pom.xml" compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
-go build -o "$peer/target/switchboard" ./cmd/switchboard
+if [[ ${PEER_BUILD:-yes} == no && -f $peer/target/classpath.txt && -x $peer/target/switchboard ]]; then
+	echo "peer-bench: PEER_BUILD=no: the peer and switchboard as last built in $peer/target"
+else
+	echo "peer-bench: building the peer (mvn) and switchboard (go build)"
+	mvn -B -q -ntp -f "$peer/pom.xml" compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+	go build -o "$peer/target/switchboard" ./cmd/switchboard
+fi
 sb=$peer/target/switchboard
 cp="$peer/target/classes:$(cat "$peer/target/classpath.txt")"
 java=(java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$cp")
