@@ -19,14 +19,18 @@
 #   PEER_STEP_SECONDS   seconds per step [10]
 #   PEER_MAX_P99_MS     a step holds while its p99 is at most this [500]
 #   PEER_EQUAL_RATES    fixed rates for the side-by-side latencies [200,1000]
-#   PEER_SYSTEMS        what to run, in order: spring and Switchboard's delivery
-#                       guarantees [spring exactly_once at_least_once]; one at a time
+#   PEER_SYSTEMS        what to run, in order: spring, spring_exactly_once (the
+#                       replier in Kafka transactions, one per poll, replies read
+#                       read_committed) and Switchboard's delivery guarantees
+#                       [spring exactly_once at_least_once]; one at a time
 #                       into the same PEER_OUT splits a long run (the summary lists
 #                       every system with results there, with when each ran)
 #   PEER_DELIVERIES     (older name) Switchboard's guarantees, spring kept first
 #   PEER_HTTP_PORT      the port 'switchboard serve' listens on [18480]
 #   PEER_PARTITIONS     partitions of every topic [6]
 #   PEER_OUT            where the raw step lines go [deploy/bench/spring-peer/target/results]
+#   PEER_BUILD          no: run what the last run built in target/ (rounds of an A/B
+#                       without a build's CPU before each) [yes]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -40,9 +44,9 @@ equal=${PEER_EQUAL_RATES:-200,1000}
 systems=${PEER_SYSTEMS:-spring ${PEER_DELIVERIES:-exactly_once at_least_once}}
 for s in $systems; do
 	case $s in
-	spring | exactly_once | at_least_once) ;;
+	spring | spring_exactly_once | exactly_once | at_least_once) ;;
 	*)
-		echo "peer-bench: PEER_SYSTEMS: unknown system \"$s\" (want spring, exactly_once, at_least_once)" >&2
+		echo "peer-bench: PEER_SYSTEMS: unknown system \"$s\" (want spring, spring_exactly_once, exactly_once, at_least_once)" >&2
 		exit 2
 		;;
 	esac
@@ -83,9 +87,13 @@ port=${KAFKA_BOOTSTRAP##*:}
 broker_pid=$(ss -ltnpH "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
 cpu_broker=${broker_pid:+broker=$broker_pid}
 
-echo "peer-bench: building the peer (mvn) and switchboard (go build)"
-mvn -B -q -ntp -f "$peer/pom.xml" compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
-go build -o "$peer/target/switchboard" ./cmd/switchboard
+if [[ ${PEER_BUILD:-yes} == no && -f $peer/target/classpath.txt && -x $peer/target/switchboard ]]; then
+	echo "peer-bench: PEER_BUILD=no: the peer and switchboard as last built in $peer/target"
+else
+	echo "peer-bench: building the peer (mvn) and switchboard (go build)"
+	mvn -B -q -ntp -f "$peer/pom.xml" compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+	go build -o "$peer/target/switchboard" ./cmd/switchboard
+fi
 sb=$peer/target/switchboard
 cp="$peer/target/classes:$(cat "$peer/target/classpath.txt")"
 java=(java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$cp")
@@ -104,20 +112,25 @@ stop() {
 	wait "$1" 2>/dev/null || true
 }
 
+# run_spring [transactional]: the peer, its replier plain or in transactions.
 run_spring() {
-	local id t
+	local tx=${1:-} id t name=spring read=()
 	id=$(date +%s)
 	t=peer.$id.spring
-	echo "peer-bench: spring (ReplyingKafkaTemplate, plain replier), topics $t.*"
+	if [[ -n $tx ]]; then
+		name=spring_exactly_once
+		read=(--isolation read_committed)
+	fi
+	echo "peer-bench: $name (ReplyingKafkaTemplate, ${tx:-plain} replier), topics $t.*"
 	"${java[@]}" io.switchboard.peer.LoadGen --bootstrap "$KAFKA_BOOTSTRAP" --mode spring --rates 1 --step-seconds 1 \
 		--request-topic "$t.request" --reply-topic "$t.reply" --create-topics "$t.request,$t.reply" \
 		--partitions "$partitions" >/dev/null # creates the topics (its one request has no replier yet)
-	"${java[@]}" io.switchboard.peer.Replier "$KAFKA_BOOTSTRAP" "$t.request" "$t.replier" >"$out/spring-replier.log" 2>&1 &
+	"${java[@]}" io.switchboard.peer.Replier "$KAFKA_BOOTSTRAP" "$t.request" "$t.replier" ${tx:+"$tx"} >"$out/$name-replier.log" 2>&1 &
 	local replier=$!
 	pids+=("$replier")
-	local args=(--mode spring --request-topic "$t.request" --reply-topic "$t.reply" --cpu "${cpu_broker:+$cpu_broker,}system=$replier")
-	loadgen spring-stepup "${args[@]}" --step-up true --rates "$rates"
-	loadgen spring-equal "${args[@]}" --rates "$equal"
+	local args=(--mode spring "${read[@]}" --request-topic "$t.request" --reply-topic "$t.reply" --cpu "${cpu_broker:+$cpu_broker,}system=$replier")
+	loadgen "$name-stepup" "${args[@]}" --step-up true --rates "$rates"
+	loadgen "$name-equal" "${args[@]}" --rates "$equal"
 	stop "$replier"
 }
 
@@ -135,6 +148,7 @@ run_switchboard() {
 		  responses: $t.agent.response
 		  results: $t.intent.result
 		  timeouts: $t.intent.timeout
+		  progress: $t.intent.progress
 		  dead_letter: $t.intent.dlq
 		  pending: $t.router.pending
 		  fallback_cache: $t.fallback.cache
@@ -177,6 +191,8 @@ run_switchboard() {
 for s in $systems; do
 	if [[ $s == spring ]]; then
 		run_spring
+	elif [[ $s == spring_exactly_once ]]; then
+		run_spring transactional
 	else
 		run_switchboard "$s"
 	fi
@@ -204,6 +220,7 @@ summary() {
 	printf '   %s\n' "$(awk -v r="${eq[-1]}" '$1=="step" && $3=="rate="r {s=""; for(i=1;i<=NF;i++) if ($i ~ /^cpu_us\./) {sub("cpu_us.","",$i); s=s" "$i}; print s}' "$out/$file-equal.txt")"
 }
 summary "spring (2 hops)" spring
+summary "spring exactly_once (2 hops)" spring_exactly_once
 for d in exactly_once at_least_once; do
 	summary "switchboard $d (4 hops)" "switchboard-$d"
 done

@@ -45,7 +45,8 @@ import org.springframework.kafka.requestreply.RequestReplyFuture;
  *
  * <ul>
  *   <li>{@code spring}: ReplyingKafkaTemplate.sendAndReceive on the request
- *       topic; an answer is the reply it completes with.</li>
+ *       topic; an answer is the reply it completes with (read
+ *       read_committed with --isolation read_committed).</li>
  *   <li>{@code switchboard}: an IntentRequest (JSON) on Switchboard's requests
  *       topic, keyed by intent id; an answer is its result, read from the
  *       results topic by a read_committed consumer.</li>
@@ -280,10 +281,13 @@ public final class LoadGen {
                 ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
                 ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class,
                 ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class));
+        // --isolation read_committed: the replies of a transactional
+        // replier are read once committed, as Switchboard's results are.
         DefaultKafkaConsumerFactory<String, String> cf = new DefaultKafkaConsumerFactory<>(Map.of(
                 ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
                 ConsumerConfig.GROUP_ID_CONFIG, "peer-requester-" + runId,
                 ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest",
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, opt.getOrDefault("isolation", "read_uncommitted"),
                 ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class,
                 ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class));
         KafkaMessageListenerContainer<String, String> replies =
