@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,26 +45,8 @@ router: {lag_interval: 1s, instance_id: adm-1}
 http: {listen: %[3]q, auth: {mode: off}, admission: {enabled: true, backlog_fraction: 0.8}}
 log: {level: warn}
 `, p, bootstrap, httpAddr)
-	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := loadConfig(cfgFile, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
-	log := newLogger(&logs, cfg.Log.Level, cfg.Log.Format)
-	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	apiCfg, err := apiConfig(cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := newNode(cfg, apiCfg, log, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNodeFromYAML(ctx, t, cfgFile, yaml, &logs, false)
 
 	// Every part of n.run but the router, which the test starts and stops.
 	pctx, pcancel := context.WithCancel(ctx)

@@ -3,8 +3,10 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -77,3 +79,30 @@ const (
   context_snapshots: %[1]s.context.snapshot
 `
 )
+
+// newNodeFromYAML writes yaml to path, loads it as serve does, makes its
+// topics and returns the node it configures, not yet running. The node
+// logs to logTo; withAuth turns on the API keys the config names.
+func newNodeFromYAML(ctx context.Context, t *testing.T, path, yaml string, logTo io.Writer, withAuth bool) *node {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := loadConfig(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newLogger(logTo, cfg.Log.Level, cfg.Log.Format)
+	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	apiCfg, err := apiConfig(cfg, withAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := newNode(cfg, apiCfg, log, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

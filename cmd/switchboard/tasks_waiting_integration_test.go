@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,26 +55,8 @@ http:
       - {name: globex, tenant: globex, key_env: SWITCHBOARD_TEST_KEY_GLOBEX}
 log: {level: warn}
 `, p, bootstrap, httpAddr)
-	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := loadConfig(cfgFile, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
-	log := newLogger(&logs, cfg.Log.Level, cfg.Log.Format)
-	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	apiCfg, err := apiConfig(cfg, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := newNode(cfg, apiCfg, log, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNodeFromYAML(ctx, t, cfgFile, yaml, &logs, true)
 	nctx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- n.run(nctx) }()

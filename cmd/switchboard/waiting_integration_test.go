@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,26 +40,8 @@ router: {instance_id: wait-1}
 http: {listen: %[3]q, auth: {mode: off}, max_waiting: 2}
 log: {level: warn}
 `, p, bootstrap, httpAddr)
-	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := loadConfig(cfgFile, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
-	log := newLogger(&logs, cfg.Log.Level, cfg.Log.Format)
-	if err := checkTopicsAtStart(ctx, cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	apiCfg, err := apiConfig(cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := newNode(cfg, apiCfg, log, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := newNodeFromYAML(ctx, t, cfgFile, yaml, &logs, false)
 	nctx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- n.run(nctx) }()
