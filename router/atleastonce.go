@@ -100,11 +100,14 @@ func (*atLeastOnce) restored(*restored) {}
 
 // revoke forgets the partitions' tracks: late acknowledgements for them are
 // ignored, and their next owner reads on from the offsets stored so far. A
-// planned revocation (not lost) first waits, boundedly, for the outputs in
-// flight (handOver, handover.go), so that what they complete is stored; a
-// lost one does not: another member may own the partitions already.
+// planned revocation (not lost) first writes the waiting states of the
+// partitions' pending intents (saveStatesOf), then waits, boundedly, for
+// the outputs in flight (handOver, handover.go), so that what they complete
+// is stored; a lost one does neither: another member may own the
+// partitions already.
 func (d *atLeastOnce) revoke(tps []port.TopicPartition, lost bool) {
 	if !lost {
+		d.r.engine.saveStatesOf(tps)
 		d.handOver(len(tps))
 	}
 	d.tr.flush() // while the partitions are still this consumer's

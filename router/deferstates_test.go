@@ -161,17 +161,20 @@ func TestAtLeastOnceTakeOverMidDeferral(t *testing.T) {
 	}
 }
 
-// A revocation while an intent's state waits drops the state with the
-// intent: this instance no longer owns it and never writes it, and the
-// request's offset is not stored past it, so the partition's next owner
-// reads the request again. When the partition comes back and the request is
-// read again, the new intent's state is written as any other's; the
-// dropped one's, still in the deferred queue, is not.
-func TestAtLeastOnceRevokeMidDeferral(t *testing.T) {
+// A lost assignment while an intent's state waits drops the state with the
+// intent: this instance no longer owns it and never writes it (another
+// member may own the partition already; a planned revocation writes it
+// instead: TestAtLeastOnceRevokeWritesWaitingStates), and the request's
+// offset is not stored past it, so the partition's next owner reads the
+// request again. When the partition comes back and the request is read
+// again, the new intent's state is written as any other's; the dropped
+// one's, still in the deferred queue, is not.
+func TestAtLeastOnceLostMidDeferral(t *testing.T) {
 	h := start(t, testConfig, config.AtLeastOnce)
 	reqTP := port.TopicPartition{Topic: requests}
 	h.request("v-1", "echo", `{"n":1}`)
 	h.wait(echoTopic, 1)
+	h.src.LoseAssignment()
 	h.src.Push(port.Revoked{{Topic: requests}, {Topic: responses}})
 	h.settleRevoked()
 	if got := h.src.Stored(reqTP); got != -1 {

@@ -140,3 +140,26 @@ func TestAtLeastOnceLostRevokeDoesNotWait(t *testing.T) {
 		t.Fatalf("responses offset %d stored for a lost partition", got)
 	}
 }
+
+// An intent still pending at a planned revocation whose state waits to be
+// written (commit_interval has not passed): the revocation writes it, so
+// its request's offset is stored and the partition's next owner restores
+// the intent, waiting for the answer to its dispatch, instead of reading
+// the request again and dispatching it a second time.
+func TestAtLeastOnceRevokeWritesWaitingStates(t *testing.T) {
+	h := start(t, testConfig, config.AtLeastOnce)
+	reqTP := port.TopicPartition{Topic: requests}
+	h.request("w-1", "fraud_check", `{"amount":1}`)
+	h.wait(slowTopic, 1)
+	h.settle()
+	if n := h.sink.Count(pendingT); n != 0 {
+		t.Fatalf("%d pending-changelog records before commit_interval, want the state still waiting", n)
+	}
+	wantReq := h.offset[requests]
+	h.src.Push(port.Revoked{{Topic: requests}, {Topic: responses}})
+	h.settleRevoked()
+	h.waitState(nil, "w-1")
+	if got := h.src.Stored(reqTP); got != wantReq {
+		t.Fatalf("requests offset %d stored by the end of the revocation, want %d (the pending intent's state written and acknowledged during it)", got, wantReq)
+	}
+}

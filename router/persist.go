@@ -58,6 +58,28 @@ type deferredStates struct {
 // partition's next owner.
 func (e *engine) saveStates() { e.ageStates(math.MaxInt64, 0) }
 
+// saveStatesOf writes the waiting states of the intents of the requests
+// partitions in tps (a planned revocation: they are about to go). Without
+// it such an intent's request offset, held for its state, was never
+// stored: the partition's next owner read the request again and dispatched
+// it a second time, so the agent did the work twice. With its state
+// written, the next owner restores the intent as pending and waits for the
+// answer to the first dispatch. The queue keeps the saved entries: ageStates
+// passes over an intent without an unwritten state.
+func (e *engine) saveStatesOf(tps []port.TopicPartition) {
+	going := map[int32]bool{}
+	for _, tp := range tps {
+		if tp.Topic == e.topics.Requests {
+			going[tp.Partition] = true
+		}
+	}
+	for _, p := range e.deferred.queue {
+		if p != nil && going[p.partition] {
+			e.save(p)
+		}
+	}
+}
+
 // ageStates writes the records that have waited waitMs by nowMs (at the
 // tick, commit_interval): the queue is in the order the intents' first
 // unwritten state was made, so it stops at the first that has not.
