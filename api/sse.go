@@ -91,7 +91,8 @@ func newSSEMetrics(reg prometheus.Registerer, results *Results) (*sseMetrics, er
 			Name: "switchboard_sse_events_total", Help: "Server-Sent Events written, by event: progress, result, error.",
 		}, []string{"event"}),
 	}
-	cs := []prometheus.Collector{m.streams, m.events,
+	cs := []prometheus.Collector{
+		m.streams, m.events,
 		overflows("events", func() float64 { n, _ := results.WatchOverflows(); return float64(n) }),
 		overflows("bytes", func() float64 { _, n := results.WatchOverflows(); return float64(n) }),
 	}
