@@ -71,8 +71,10 @@ func (e *Endpoint) sessionOpened(sid string, release func()) {
 }
 
 // sessionClosed gives back the slot of the session sid, which the SDK
-// ended (closingEventStore), if it holds one.
+// ended (closingEventStore), if it holds one, and forgets its negotiated
+// version.
 func (e *Endpoint) sessionClosed(sid string) {
+	e.versions.forget(sid)
 	e.open.mu.Lock()
 	defer e.open.mu.Unlock()
 	if release, ok := e.open.release[sid]; ok {
