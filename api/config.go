@@ -61,7 +61,8 @@ type Config struct {
 	// SendQueueBytes caps the bytes queued for one WebSocket client besides
 	// the count: a message that would take the queue past it closes the
 	// client with 1013 like a full queue (a message is always accepted into
-	// an empty queue, however large).
+	// an empty queue, however large). It bounds an event stream's progress
+	// records waiting for its client the same way (then slow_consumer).
 	SendQueueBytes int
 
 	// PingPeriod is how often the server pings WebSocket clients and checks

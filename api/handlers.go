@@ -136,7 +136,7 @@ func (s *Server) submitIntent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer release()
-		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.cfg.SendQueue)
+		watch = s.results.Watch(tenantPtr(p), req.IntentID, s.watchLimit())
 		defer watch.Close()
 	}
 	if publish {

@@ -25,8 +25,9 @@ import (
 
 // progressFanOut is Results' progress side. Guarded by Results.mu.
 type progressFanOut struct {
-	index   // made on first use
-	watches map[string]map[*Watch]struct{}
+	index     // made on first use
+	watches   map[string]map[*Watch]struct{}
+	overflows watchOverflows
 
 	// starts remembers where the progress of recent intents began (the
 	// first record the feed read), so that a watch that comes late can be

@@ -128,7 +128,7 @@ func TestFeedReleasesAfterTheHoldAndDropsRepeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Begin(api.Position{Results: []int64{0}, Timeouts: []int64{0}, Progress: []int64{0}})
-	w := r.Watch(nil, "w-1", 16)
+	w := r.Watch(nil, "w-1", api.WatchLimit{Events: 16})
 	defer w.Close()
 	f.Progress(0, 0, chunk("w-1", "", 1))
 	f.Progress(0, 1, chunk("w-1", "", 1)) // a repeat
@@ -229,7 +229,7 @@ func TestProgressIsTenantScoped(t *testing.T) {
 	acme, globex := h.dial(bearer(keyAcme)), h.dial(bearer(keyGlobex))
 	acme.subscribe(`{"intent_type":"write","progress":true}`)
 	globex.subscribe(`{"intent_type":"write","progress":true}`)
-	wAcme, wGlobex := h.results.Watch(schemas.Ptr("acme"), "w-1", 8), h.results.Watch(schemas.Ptr("globex"), "w-1", 8)
+	wAcme, wGlobex := h.results.Watch(schemas.Ptr("acme"), "w-1", api.WatchLimit{Events: 8}), h.results.Watch(schemas.Ptr("globex"), "w-1", api.WatchLimit{Events: 8})
 	defer wAcme.Close()
 	defer wGlobex.Close()
 	log.AppendProgress(chunk("w-1", "acme", 1))
@@ -257,8 +257,8 @@ func TestWatch(t *testing.T) {
 	log := apitest.NewLog(1)
 	r := api.NewResults(0)
 	log.Attach(r, true)
-	w := r.Watch(nil, "w-1", 8)
-	slow := r.Watch(nil, "w-1", 2)
+	w := r.Watch(nil, "w-1", api.WatchLimit{Events: 8})
+	slow := r.Watch(nil, "w-1", api.WatchLimit{Events: 2})
 	for seq := int64(1); seq <= 3; seq++ {
 		log.AppendProgress(chunk("w-1", "", seq))
 	}
@@ -285,7 +285,7 @@ func TestWatch(t *testing.T) {
 	if n != 2 || slow.Err() != api.ErrWatchOverflow {
 		t.Fatalf("slow watch: %d events, err %v; want 2 and ErrWatchOverflow", n, slow.Err())
 	}
-	done := r.Watch(nil, "w-1", 1)
+	done := r.Watch(nil, "w-1", api.WatchLimit{Events: 1})
 	ev, ok := <-done.Events()
 	if !ok || ev.Result == nil || ev.Result.IntentID != "w-1" {
 		t.Fatalf("watch of a resolved intent: %+v", ev)
@@ -295,4 +295,71 @@ func TestWatch(t *testing.T) {
 	}
 	w.Close() // idempotent after the end
 	slow.Close()
+}
+
+// bigChunk is a progress record of w-1 with a partial of n bytes.
+func bigChunk(seq int64, n int) *schemas.IntentProgress {
+	p := chunk("w-1", "", seq)
+	p.Partial = schemas.Ptr(schemas.JSON(`"` + strings.Repeat("x", n) + `"`))
+	return p
+}
+
+// A watch holds at most its limit's Bytes of progress its reader has not
+// taken: one record of any size when none waits; taking records makes room
+// again; one more past the bound drops the watch (ErrWatchOverflow),
+// counted by the bound it passed. The result counts against Events only.
+func TestWatchBoundsBytes(t *testing.T) {
+	log := apitest.NewLog(1)
+	r := api.NewResults(0)
+	log.Attach(r, true)
+	limit := api.WatchLimit{Events: 100, Bytes: 25_000} // two records of 10,000 bytes and more
+	w := r.Watch(nil, "w-1", limit)
+	tiny := r.Watch(nil, "w-1", api.WatchLimit{Events: 100, Bytes: 1})
+	defer w.Close()
+	defer tiny.Close()
+	log.AppendProgress(bigChunk(1, 10_000)) // tiny takes it: nothing of it waits
+	log.AppendProgress(bigChunk(2, 10_000))
+	if tiny.Err() != api.ErrWatchOverflow {
+		t.Fatalf("a watch bounded at 1 byte holding a record: err %v", tiny.Err())
+	}
+	for seq := int64(1); seq <= 2; seq++ {
+		if ev := <-w.Events(); ev.Progress == nil || ev.Progress.Sequence != seq {
+			t.Fatalf("event %d: %+v", seq, ev)
+		}
+	}
+	log.AppendProgress(bigChunk(3, 10_000))
+	log.AppendProgress(bigChunk(4, 10_000)) // room again: 1 and 2 were taken
+	if w.Err() != nil {
+		t.Fatalf("two records waiting within the bound: %v", w.Err())
+	}
+	log.AppendProgress(bigChunk(5, 10_000))
+	var seqs []int64
+	for ev := range w.Events() {
+		seqs = append(seqs, ev.Progress.Sequence)
+	}
+	if fmt.Sprint(seqs) != "[3 4]" || w.Err() != api.ErrWatchOverflow {
+		t.Fatalf("after a third record waiting: %v, err %v", seqs, w.Err())
+	}
+
+	full := r.Watch(nil, "w-2", limit)
+	defer full.Close()
+	for seq := int64(1); seq <= 2; seq++ {
+		p := bigChunk(seq, 10_000)
+		p.IntentID = "w-2"
+		log.AppendProgress(p)
+	}
+	log.AppendResult(streamedResult("w-2", "", 2))
+	n := 0
+	for ev := range full.Events() {
+		n++
+		if n == 3 && ev.Result == nil {
+			t.Fatalf("third event %+v, want the result", ev)
+		}
+	}
+	if n != 3 || full.Err() != nil {
+		t.Fatalf("a watch full in bytes: %d events, err %v; want 2 records and the result", n, full.Err())
+	}
+	if events, bytes := r.WatchOverflows(); events != 0 || bytes != 2 {
+		t.Fatalf("overflows: %d of events, %d of bytes; want 0 and 2", events, bytes)
+	}
 }

@@ -119,7 +119,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
-	sm, err := newSSEMetrics(o.registerer)
+	sm, err := newSSEMetrics(o.registerer, results)
 	if err != nil {
 		return nil, err
 	}

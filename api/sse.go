@@ -47,15 +47,16 @@ import (
 // reconnecting; an intent already resolved is answered with its result at
 // once. Tenant rules are those of results: another tenant's intent shows
 // nothing. Comment lines (": keepalive") go out every PingPeriod. Events wait
-// in a buffer of Config.SendQueue events; a client that falls further behind
-// gets an error event (code slow_consumer) and the stream ends: it
-// reconnects with its Last-Event-ID. Streams count against
+// in a buffer of Config.SendQueue events and Config.SendQueueBytes bytes of
+// progress records (estimated); a client that falls further behind gets an
+// error event (code slow_consumer) and the stream ends: it reconnects with
+// its Last-Event-ID. switchboard_api_watch_overflows_total counts them. Streams count against
 // Config.MaxConnectionsPerTenant like WebSocket connections.
 
 // Error codes of the event stream.
 const (
 	codeBadLastEventID = "bad_last_event_id" // 400: Last-Event-ID is not one this server wrote
-	codeSlowConsumer   = "slow_consumer"     // event: the client fell more than Config.SendQueue events behind
+	codeSlowConsumer   = "slow_consumer"     // event: the client fell more than Config.SendQueue events or SendQueueBytes bytes behind
 )
 
 // sseResultID is the id of a stream's result event.
@@ -70,7 +71,18 @@ type sseMetrics struct {
 	events  *prometheus.CounterVec
 }
 
-func newSSEMetrics(reg prometheus.Registerer) (*sseMetrics, error) {
+// newSSEMetrics registers the event streams' metrics, and the overflows
+// of results' watches (event streams and MCP progress subscriptions alike),
+// by the bound they passed.
+func newSSEMetrics(reg prometheus.Registerer, results *Results) (*sseMetrics, error) {
+	overflows := func(bound string, read func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchboard_api_watch_overflows_total",
+			Help: "Event streams and MCP progress subscriptions dropped because their reader fell behind, by the bound passed: " +
+				"events (http.websocket.send_queue; the MCP's 256) or bytes of progress (http.websocket.send_queue_bytes).",
+			ConstLabels: prometheus.Labels{"bound": bound},
+		}, read)
+	}
 	m := &sseMetrics{
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_sse_streams", Help: "Server-Sent Events streams open.",
@@ -79,7 +91,12 @@ func newSSEMetrics(reg prometheus.Registerer) (*sseMetrics, error) {
 			Name: "switchboard_sse_events_total", Help: "Server-Sent Events written, by event: progress, result, error.",
 		}, []string{"event"}),
 	}
-	for _, c := range []prometheus.Collector{m.streams, m.events} {
+	cs := []prometheus.Collector{
+		m.streams, m.events,
+		overflows("events", func() float64 { n, _ := results.WatchOverflows(); return float64(n) }),
+		overflows("bytes", func() float64 { _, n := results.WatchOverflows(); return float64(n) }),
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -145,7 +162,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.releaseStream(p)
-	watch := s.results.Watch(tenantPtr(p), id, s.cfg.SendQueue)
+	watch := s.results.Watch(tenantPtr(p), id, s.watchLimit())
 	defer watch.Close()
 	if !watch.resolved {
 		// Resolved before this instance read it (elsewhere, or before it
@@ -156,6 +173,12 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		from.partition, from.offset, from.ok = watch.Start()
 	}
 	s.streamEvents(w, r, watch, id, from, nil)
+}
+
+// watchLimit bounds an event stream's watch: as a WebSocket client's send
+// queue, Config.SendQueue events and Config.SendQueueBytes bytes.
+func (s *Server) watchLimit() WatchLimit {
+	return WatchLimit{Events: s.cfg.SendQueue, Bytes: s.cfg.SendQueueBytes}
 }
 
 // parseStream reads ?stream: absent, or "sse".
@@ -262,7 +285,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, watch *Wat
 			switch {
 			case !ok:
 				if errors.Is(watch.Err(), ErrWatchOverflow) {
-					ew.fail(codeSlowConsumer, fmt.Sprintf("more than %d events waited for this client; reconnect with Last-Event-ID", s.cfg.SendQueue))
+					ew.fail(codeSlowConsumer, fmt.Sprintf("more than %d events or %d bytes of progress waited for this client; reconnect with Last-Event-ID", s.cfg.SendQueue, s.cfg.SendQueueBytes))
 				}
 				return
 			case ev.Result != nil:

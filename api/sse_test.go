@@ -289,3 +289,43 @@ func TestSubmitStreamOverTheCapPublishesNothing(t *testing.T) {
 		t.Fatalf("the retry published %d requests, want 1", n)
 	}
 }
+
+// An event stream whose client stops reading holds at most
+// Config.SendQueueBytes of progress for it (here far fewer records than
+// Config.SendQueue): past that it is dropped, counted, and the client
+// reads an error event (slow_consumer) instead of the rest and the result.
+func TestEventsStreamBoundedInBytes(t *testing.T) {
+	h, log := resumeHarness(t, 1, withSendBuffers(4096), withConfig(func(c *api.Config) { c.SendQueueBytes = 256 << 10 }))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.ts.URL+"/v1/intents/w-1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	waitStreams(t, h, 1)
+	const records = 200 // of 64 KiB: 12.5 MiB, past any socket's buffers
+	for seq := int64(1); seq <= records; seq++ {
+		log.AppendProgress(bigChunk(seq, 64<<10))
+	}
+	log.AppendResult(streamedResult("w-1", "", records))
+	eventually(t, "the stream dropped", func() bool {
+		return metricValue(t, h.reg, "switchboard_api_watch_overflows_total") == 1
+	})
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(body)
+	if n := strings.Count(got, "event: progress\n"); n >= records || !strings.Contains(got, "event: error\n") ||
+		!strings.Contains(got, `"code":"slow_consumer"`) || strings.Contains(got, "event: result\n") {
+		t.Fatalf("%d progress events, then %q", n, got[max(len(got)-300, 0):])
+	}
+	if events, bytes := h.results.WatchOverflows(); events != 0 || bytes != 1 {
+		t.Fatalf("overflows: %d of events, %d of bytes; want 0 and 1", events, bytes)
+	}
+}

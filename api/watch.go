@@ -7,9 +7,19 @@ import (
 )
 
 // ErrWatchOverflow is a [Watch]'s error when its reader fell more than its
-// buffer behind: the watch was dropped and its channel closed. The reader
-// may watch again and replay what it missed.
+// buffer behind (in events or in bytes): the watch was dropped and its
+// channel closed. The reader may watch again and replay what it missed.
 var ErrWatchOverflow = errors.New("api: watch buffer overflowed")
+
+// WatchLimit bounds what a [Watch] holds for its reader: Events events (at
+// least 1), and Bytes bytes of progress records not yet taken (estimated
+// like the result store's entries; 0: no byte bound). One record of any
+// size is taken when none waits. The result, the last event, counts
+// against Events only: the result store holds it anyway.
+type WatchLimit struct {
+	Events int
+	Bytes  int
+}
 
 // WatchEvent is one event of a watched intent: a progress record, or its
 // result (the last event). Partition and Offset say where a progress record
@@ -37,6 +47,7 @@ type Watch struct {
 	id     string
 	tenant *string // nil: every tenant's (authentication off)
 	c      chan WatchEvent
+	limit  WatchLimit
 
 	// Set at registration, read-only after: the feed's progress position
 	// (live records come from it on), and where the intent's progress
@@ -49,22 +60,26 @@ type Watch struct {
 	// Guarded by Results.mu.
 	err    error
 	closed bool
+	// The estimated sizes of the progress records offered that may still
+	// wait in c (the last len(c) offered: c is a queue), and their sum.
+	sizes []int
+	held  int
 }
 
 // Watch registers a watch of intentID as tenant sees it (nil: every
-// tenant's, for authentication off), holding up to buffer events (at least
-// 1) its reader has not taken. If the intent's result is already held (and
-// visible to tenant), it is the watch's one event. Results never blocks on a
-// watch: one whose buffer is full is dropped (its channel closes, Err
-// returns ErrWatchOverflow).
+// tenant's, for authentication off), holding what its reader has not taken
+// up to limit. If the intent's result is already held (and visible to
+// tenant), it is the watch's one event. Results never blocks on a watch:
+// one that would pass its limit is dropped (its channel closes, Err returns
+// ErrWatchOverflow).
 //
 // Progress read before the watch began is not sent; Server-Sent Events
 // replay it from the History, from where the intent's progress began
 // ([Watch.Start]) or from a Last-Event-ID.
-func (r *Results) Watch(tenant *string, intentID string, buffer int) *Watch {
+func (r *Results) Watch(tenant *string, intentID string, limit WatchLimit) *Watch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := &Watch{r: r, id: intentID, tenant: tenant, c: make(chan WatchEvent, max(buffer, 1))}
+	w := &Watch{r: r, id: intentID, tenant: tenant, c: make(chan WatchEvent, max(limit.Events, 1)), limit: limit}
 	w.live = append([]int64(nil), r.pos.Progress...)
 	w.start, w.started = r.prog.starts[intentID]
 	if e := r.findFor(tenant, intentID, hasResult); e != nil && w.admitsResult(e.res) {
@@ -133,13 +148,73 @@ func (w *Watch) end(err error) {
 }
 
 // offer queues ev without blocking, or drops the watch if its buffer is
-// full. Called under Results.mu.
+// full, in events or in bytes. Called under Results.mu.
 func (w *Watch) offer(ev WatchEvent) {
+	size := 0
+	if ev.Progress != nil && w.limit.Bytes > 0 {
+		size = sizeOfProgress(ev.Progress)
+		w.trim()
+		if w.held > 0 && w.held+size > w.limit.Bytes {
+			w.r.prog.overflows.bytes++
+			w.end(ErrWatchOverflow)
+			return
+		}
+	}
 	select {
 	case w.c <- ev:
+		if size > 0 {
+			w.sizes = append(w.sizes, size)
+			w.held += size
+		}
 	default:
+		w.r.prog.overflows.events++
 		w.end(ErrWatchOverflow)
 	}
+}
+
+// trim forgets the sizes of the records the reader has taken: those before
+// the last len(c) offered. The reader may take more meanwhile; that is
+// counted at the next offer. Called under Results.mu.
+func (w *Watch) trim() {
+	n := len(w.sizes) - len(w.c)
+	if n <= 0 {
+		return
+	}
+	for _, sz := range w.sizes[:n] {
+		w.held -= sz
+	}
+	if n == len(w.sizes) {
+		w.sizes = w.sizes[:0] // the reader caught up: reuse the slice
+		return
+	}
+	w.sizes = w.sizes[n:]
+}
+
+// progressOverhead estimates what a progress record costs beyond its
+// strings and its partial: the record, its pointers, the event.
+const progressOverhead = 256
+
+// sizeOfProgress estimates the bytes a progress record holds.
+func sizeOfProgress(p *schemas.IntentProgress) int {
+	n := progressOverhead + len(p.IntentID) + len(p.IntentType) + len(p.Agent) +
+		len(deref(p.Message)) + len(deref(p.SessionID)) + len(deref(p.Tenant))
+	if p.Partial != nil {
+		n += len(*p.Partial)
+	}
+	return n
+}
+
+// watchOverflows counts the watches dropped for falling behind, by the
+// bound they passed. Guarded by Results.mu.
+type watchOverflows struct{ events, bytes uint64 }
+
+// WatchOverflows returns how many watches were dropped for falling behind
+// (ErrWatchOverflow) since Results began: past their limit's Events, and
+// past its Bytes.
+func (r *Results) WatchOverflows() (events, bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.prog.overflows.events, r.prog.overflows.bytes
 }
 
 func (w *Watch) admitsProgress(p *schemas.IntentProgress) bool {

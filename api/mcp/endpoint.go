@@ -205,7 +205,7 @@ func New(cfg Config) (*Endpoint, error) {
 	}))
 	e.sessions = bind(sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		Logger: cfg.Logger, MaxRequestBodyBytes: cfg.MaxBodyBytes, SessionTimeout: cfg.SessionTimeout,
-		EventStore: boundedEventStore(),
+		EventStore: closingEventStore{EventStore: boundedEventStore(), closed: e.sessionClosed},
 	}))
 	return e, nil
 }
@@ -262,8 +262,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Method == http.MethodPost && !newProtocol && sid == "" && initialize {
-		// A new session: it takes a slot, given back when the SDK no
-		// longer holds the session (pruneSessions).
+		// A new session: it takes a slot, given back when the SDK closes
+		// the session (closingEventStore), or else when it no longer
+		// holds it (pruneSessions).
 		release := e.admitSession(w, tenantSlot(r), msgs)
 		if release == nil {
 			return

@@ -39,11 +39,21 @@ func (noProgress) SubscribeProgress(string, string, func(Progress)) func() { ret
 // WatchProgress is the ProgressSource of an [api.Results] fed from the
 // progress topic: each subscription is an [api.Watch] of the intent, read by
 // a goroutine of its own until the result, an overflow or stop.
-type WatchProgress struct{ Results *api.Results }
+//
+// A subscription holds at most watchBuffer progress records and MaxBytes
+// bytes of them for its reader (the session's stream); a reader further
+// behind loses the rest of the intent's progress (the call still gets its
+// result), counted by [api.Results.WatchOverflows].
+type WatchProgress struct {
+	Results *api.Results
+	// MaxBytes bounds each subscription's records in bytes (estimated):
+	// http.websocket.send_queue_bytes, like an event stream's. 0:
+	// api.DefaultSendQueueBytes.
+	MaxBytes int
+}
 
 // watchBuffer is how many progress records a subscription holds for its
-// reader; a reader further behind loses the rest of the intent's progress
-// (the call still gets its result).
+// reader.
 const watchBuffer = 256
 
 // SubscribeProgress implements [ProgressSource]. The reported progress is
@@ -54,7 +64,11 @@ func (wp WatchProgress) SubscribeProgress(tenant, intentID string, f func(Progre
 	if tenant != "" {
 		scope = &tenant
 	}
-	w := wp.Results.Watch(scope, intentID, watchBuffer)
+	limit := api.WatchLimit{Events: watchBuffer, Bytes: wp.MaxBytes}
+	if limit.Bytes <= 0 {
+		limit.Bytes = api.DefaultSendQueueBytes
+	}
+	w := wp.Results.Watch(scope, intentID, limit)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

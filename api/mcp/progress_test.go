@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -49,5 +50,53 @@ func TestWatchProgressForwardsTheIntentsProgress(t *testing.T) {
 	}
 	if len(got) != 4 {
 		t.Fatalf("%d reports after stop, want 4", len(got))
+	}
+}
+
+// TestWatchProgressBoundsBytes: a subscription whose reader (the session's
+// stream) is stuck holds at most MaxBytes of progress records for it; past
+// that it ends (counted by bound), the reader gets what was held and
+// nothing after, and the subscription's stop still returns.
+func TestWatchProgressBoundsBytes(t *testing.T) {
+	r := api.NewResults(100)
+	r.Begin(api.Position{Results: []int64{0}, Timeouts: []int64{0}, Progress: []int64{0}})
+	stuck, first := make(chan struct{}), make(chan struct{}, 1)
+	var (
+		mu  sync.Mutex
+		got []float64
+	)
+	stop := mcp.WatchProgress{Results: r, MaxBytes: 25_000}.SubscribeProgress("", "i-1", func(p mcp.Progress) {
+		select {
+		case first <- struct{}{}:
+		default:
+		}
+		<-stuck
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, p.Progress)
+	})
+	defer stop()
+	var unstick sync.Once
+	release := func() { unstick.Do(func() { close(stuck) }) }
+	defer release() // before stop, which waits for the reader
+	big := schemas.Ptr(schemas.JSON(`"` + strings.Repeat("x", 10_000) + `"`))
+	chunk := func(seq int64) {
+		r.AddProgress(0, seq, &schemas.IntentProgress{IntentID: "i-1", IntentType: "write", Agent: "writer", Sequence: seq, Partial: big})
+	}
+	chunk(1)
+	<-first // the reader holds record 1: 2 and 3 wait, 4 is one too many
+	for seq := int64(2); seq <= 5; seq++ {
+		chunk(seq)
+	}
+	if events, bytes := r.WatchOverflows(); events != 0 || bytes != 1 {
+		t.Fatalf("overflows: %d of events, %d of bytes; want 0 and 1", events, bytes)
+	}
+	release()
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 || got[2] != 3 {
+		t.Fatalf("reports %v, want 1, 2, 3", got)
 	}
 }

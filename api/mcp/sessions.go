@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -8,13 +9,15 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/api"
 )
 
 // sessionPrune is how often, at most, the endpoint looks for sessions
-// gone by themselves (idle past SessionTimeout, failed to initialize) to
-// give their slots back: at most once a second, on an initialize.
+// gone by themselves that closingEventStore did not report (one closed
+// before its initialize's answer recorded it) to give their slots back:
+// at most once a second, on an initialize.
 const sessionPrune = time.Second
 
 // openSessions maps the sessions holding a slot of the session limit to
@@ -65,6 +68,38 @@ func (e *Endpoint) sessionOpened(sid string, release func()) {
 		old()
 	}
 	e.open.release[sid] = release
+}
+
+// sessionClosed gives back the slot of the session sid, which the SDK
+// ended (closingEventStore), if it holds one, and forgets its negotiated
+// version.
+func (e *Endpoint) sessionClosed(sid string) {
+	e.versions.forget(sid)
+	e.open.mu.Lock()
+	defer e.open.mu.Unlock()
+	if release, ok := e.open.release[sid]; ok {
+		release()
+		delete(e.open.release, sid)
+	}
+}
+
+// closingEventStore is the session handler's event store, which also hears
+// when the SDK ends a session: a DELETE, idle past SessionTimeout (the
+// SDK's own timer), a failed initialize, Shutdown. The SDK calls
+// SessionClosed when it closes the session's connection, after the
+// session's in-flight requests, and the slot comes back then, not at the
+// next initialize's prune.
+type closingEventStore struct {
+	sdk.EventStore
+	closed func(sid string)
+}
+
+// SessionClosed implements [sdk.EventStore]: it drops the session's events,
+// then gives its slot back.
+func (s closingEventStore) SessionClosed(ctx context.Context, sid string) error {
+	err := s.EventStore.SessionClosed(ctx, sid)
+	s.closed(sid)
+	return err
 }
 
 // pruneSessions gives back the slots of sessions the SDK no longer holds

@@ -120,8 +120,8 @@ func TestSessionLimitRefusesAnInitialize(t *testing.T) {
 }
 
 // TestSessionLimitFreesSessionsGoneByThemselves: a session the SDK closes
-// itself (here: its initialize failed) gives its slot back when the
-// endpoint next looks, at most a second later on its clock.
+// itself (here: its initialize failed) gives its slot back as it closes,
+// and the prune at an initialize never takes a live session for gone.
 func TestSessionLimitFreesSessionsGoneByThemselves(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	limit, err := api.NewSessionLimit(api.SessionLimitConfig{Max: 1}, reg)
@@ -133,10 +133,8 @@ func TestSessionLimitFreesSessionsGoneByThemselves(t *testing.T) {
 	if bad.header.Get("Mcp-Session-Id") == "" || bad.reply()["error"] == nil {
 		t.Fatalf("a failed initialize: %d %v %s", bad.status, bad.header, bad.body)
 	}
-	if g := metric(t, reg, "switchboard_api_mcp_sessions"); g != 1 {
-		t.Fatalf("sessions gauge %v, want 1", g)
-	}
-	h.session(keyOther) // the failed one's slot was found free
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_mcp_sessions") == 0 })
+	h.session(keyOther)
 	const initialize = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	if r := h.post(keyAcme, nil, initialize); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("over the bound: %d %s", r.status, r.body)
@@ -151,4 +149,26 @@ func TestSessionLimitFreesSessionsGoneByThemselves(t *testing.T) {
 	if r := h.post(keyAcme, nil, initialize); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("over the bound, a live session: %d %s", r.status, r.body)
 	}
+}
+
+// TestSessionLimitFreesAnIdleSessionAtOnce: a session the SDK closes for
+// idling past SessionTimeout (its own timer) gives its slot back when the
+// SDK closes it, with no initialize to prune: the gauge falls to 0 and a
+// full instance takes a new session.
+func TestSessionLimitFreesAnIdleSessionAtOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewSessionLimit(api.SessionLimitConfig{Max: 1}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) {
+		c.SessionLimit = limit
+		c.SessionTimeout = 20 * time.Millisecond // the SDK's timer: real time
+	})
+	sid := h.session(keyAcme)
+	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_mcp_sessions") == 0 })
+	if r := h.post(keyAcme, sessionHdr(sid), `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`); r.status != http.StatusNotFound {
+		t.Fatalf("the idle session is still served: %d %s", r.status, r.body)
+	}
+	h.session(keyOther)
 }

@@ -159,10 +159,10 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 				return nil, true, waitingError(ref, id)
 			}
 			defer release()
-			res = e.waitResult(ctx, st)
-		}
-		if res == nil {
-			return nil, true, ctx.Err()
+			var err error
+			if res, err = e.waitResult(ctx, st); err != nil {
+				return nil, true, err
+			}
 		}
 		out := toolResult(res)
 		out.Meta[relatedTask] = map[string]string{"taskId": id}
@@ -172,13 +172,16 @@ func (e *Endpoint) taskMethod(ctx context.Context, method string, req sdk.Reques
 }
 
 // waitResult waits for a pending intent's result, up to its intent type's
-// timeout plus ResultGrace from now, or until ctx ends (nil then).
-// st is the intent as a lookup found it (its tenant the intent's own).
-func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) *schemas.IntentResult {
+// timeout plus ResultGrace from now (then a JSON-RPC error, reason
+// "no_result"), until the endpoint shuts down (reason "shutting_down"), or
+// until ctx ends (ctx's error). It never returns a nil result with a nil
+// error. st is the intent as a lookup found it (its tenant the intent's
+// own).
+func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) (*schemas.IntentResult, error) {
 	res, wait, release := e.cfg.Results.Await(st.Tenant, st.IntentID)
 	defer release()
 	if res != nil {
-		return res
+		return res, nil
 	}
 	limit := e.cfg.ResultGrace
 	if t, ok := e.catalog().IntentType(st.IntentType()); ok {
@@ -186,24 +189,34 @@ func (e *Endpoint) waitResult(ctx context.Context, st api.IntentStatus) *schemas
 	}
 	timer := e.cfg.Clock.NewTimer(limit)
 	defer timer.Stop()
+	id := st.IntentID
 	select {
 	case res := <-wait:
-		return res
+		return res, nil
 	case <-e.stopped:
-		return nil
+		return nil, taskError("shutting_down", fmt.Sprintf(
+			"the server is shutting down; task %q goes on: poll it with tasks/get, or retry tasks/result, in a session on another instance", id))
 	case <-timer.Chan():
-		if st, err := e.cfg.Lookup.Lookup(ctx, st.Tenant, st.IntentID); err == nil && st.Result != nil {
-			return st.Result
+		if st, err := e.cfg.Lookup.Lookup(ctx, st.Tenant, id); err == nil && st.Result != nil {
+			return st.Result, nil
 		}
-		return nil
+		return nil, taskError("no_result", fmt.Sprintf(
+			"no result for task %q within %s; it may still resolve: poll it with tasks/get or retry tasks/result", id, limit))
 	case <-ctx.Done():
-		return nil
+		return nil, ctx.Err()
 	}
 }
 
+// taskError is the JSON-RPC error of a tasks/result that ends without the
+// task's result, the task going on: code -32000, data {"reason": reason}.
+func taskError(reason, message string) error {
+	data, _ := json.Marshal(map[string]string{"reason": reason})
+	return &jsonrpc.Error{Code: codeOverloaded, Message: message, Data: data}
+}
+
 // codeOverloaded is the JSON-RPC error code of a tasks/result the wait
-// limit refused (in the range JSON-RPC leaves to servers); its data names
-// the reason and when to retry.
+// limit refused, or that ended without a result (in the range JSON-RPC
+// leaves to servers); its data names the reason (and when to retry).
 const codeOverloaded = -32000
 
 // waitingError is the JSON-RPC error of a tasks/result refused by the wait

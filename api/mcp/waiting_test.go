@@ -1,9 +1,11 @@
 package mcp_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -191,4 +193,74 @@ func TestWaitLimitCountsArgumentBytes(t *testing.T) {
 	})
 	<-first
 	waitFor(t, func() bool { return metric(t, reg, "switchboard_api_waiting_bytes") == 0 })
+}
+
+// TestShutdownEndsAWaitingTaskResult: a 2025-11-25 tasks/result waiting
+// for its task's result answers at once when the endpoint shuts down, with
+// a JSON-RPC error (-32000, data reason "shutting_down") naming the task,
+// which goes on; and one whose wait runs out (the intent type's timeout
+// plus ResultGrace) with one of reason "no_result": never a null result.
+func TestShutdownEndsAWaitingTaskResult(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	limit, err := api.NewWaitLimit(api.WaitLimitConfig{Max: 10}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, func(c *mcp.Config) { c.WaitLimit = limit })
+	sid := h.session(keyAcme)
+	createTask := func(rpcID int) string {
+		t.Helper()
+		r := h.post(keyAcme, sessionHdr(sid), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"n":%d},"task":{"ttl":60000}}}`, rpcID, rpcID))
+		tk, _ := r.reply()["result"].(map[string]any)["task"].(map[string]any)
+		if tk == nil {
+			t.Fatalf("create task: %s", r.body)
+		}
+		return tk["taskId"].(string)
+	}
+	result := func(rpcID int, id string) <-chan rpc {
+		out := make(chan rpc, 1)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/result","params":{"taskId":%q}}`, rpcID, id)
+		go func() { out <- h.post(keyAcme, sessionHdr(sid), body) }()
+		return out
+	}
+	wantError := func(r rpc, reason, id string) {
+		t.Helper()
+		e, _ := r.reply()["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e == nil || e["code"] != float64(-32000) || data["reason"] != reason || !strings.Contains(e["message"].(string), id) {
+			t.Fatalf("want a JSON-RPC error with reason %q naming %s: %d %s", reason, id, r.status, r.body)
+		}
+	}
+	bctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	// Once the call holds a wait slot its body has been read (the API's
+	// body-read timer, on the same fake clock, is gone): the one timer
+	// left is the wait's.
+	timedOut := createTask(1)
+	waiting := result(2, timedOut)
+	waitFor(t, func() bool { return gauge(t, reg) == 1 })
+	if err := h.clock.BlockUntilContext(bctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(60*time.Second + mcp.DefaultResultGrace) // slow's timeout, then the grace
+	wantError(<-waiting, "no_result", timedOut)
+
+	stopped := createTask(3)
+	waiting = result(4, stopped)
+	waitFor(t, func() bool { return gauge(t, reg) == 1 })
+	if err := h.clock.BlockUntilContext(bctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ep.Shutdown(bctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-waiting
+	wantError(r, "shutting_down", stopped)
+	if e := r.reply()["error"].(map[string]any); !strings.Contains(e["message"].(string), "shutting down") {
+		t.Fatalf("the message: %s", r.body)
+	}
+	if n := len(h.pub.Cancels()); n != 0 {
+		t.Fatalf("shutdown cancelled %d intents; they go on", n)
+	}
 }

@@ -243,7 +243,7 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 			return nil, err
 		}
 		ep, err := mcp.New(mcp.Config{
-			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results},
+			Catalog: catalog, Publisher: n.pub, Results: n.results, Progress: mcp.WatchProgress{Results: n.results, MaxBytes: cfg.HTTP.WebSocket.SendQueueBytes},
 			Lookup:      api.NewIntentLookup(n.results, n.lookup),
 			Logger:      log.With("component", "mcp"),
 			ResultGrace: cfg.HTTP.MCP.ResultGrace.D(), SSEPollAfter: cfg.HTTP.MCP.SSEPollAfter.D(),

@@ -79,7 +79,11 @@ type JWT struct {
 }
 
 // WebSocket is http.websocket: the limits of the /v1/stream connections.
-// Zero values take the API's defaults (see the README).
+// Zero values take the API's defaults (see the README). SendQueueBytes
+// bounds the bytes waiting for one slow reader: a WebSocket client's send
+// queue, an event stream's progress records, an MCP call's progress
+// reports (mcp.WatchProgress); the memory budget counts StreamQueuesCounted
+// of them.
 type WebSocket struct {
 	SendQueue               int      `yaml:"send_queue"`
 	SendQueueBytes          int      `yaml:"send_queue_bytes"`

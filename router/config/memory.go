@@ -29,9 +29,11 @@ const (
 	// C allocator keeps (measured: about 95 MiB outside Go in all with 1 MB
 	// intents flowing, 32 of them prefetch and cache).
 	OutsideGoWorkingSet = 64 << 20
-	// StreamQueuesCounted is how many WebSocket clients' full send queues
-	// the budget makes room for: a client whose queue is full is dropped
-	// (1013), so many full at once is rare.
+	// StreamQueuesCounted is how many full send queues of
+	// http.websocket.send_queue_bytes the budget makes room for: a WebSocket
+	// client's, an event stream's, an MCP call's progress. A reader whose
+	// queue is full is dropped (1013, slow_consumer, the call's progress
+	// stops), so many full at once is rare.
 	StreamQueuesCounted = 4
 
 	// DefaultPrefetchBytes bounds what librdkafka prefetches for the router
