@@ -51,6 +51,7 @@ type requestBody struct {
 	done     bool // read to its end
 	timedOut bool // the read timer fired first
 	timer    clockwork.Timer
+	release  func() // the body's reservation (reading.go); nil: none
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -64,7 +65,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish marks the body read and stops its timer.
+// finish marks the body read, stops its timer and releases its
+// reservation.
 func (b *requestBody) finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -72,6 +74,17 @@ func (b *requestBody) finish() {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	if b.release != nil {
+		b.release()
+		b.release = nil
+	}
+}
+
+// onFinish sets what finish releases.
+func (b *requestBody) onFinish(release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.release = release
 }
 
 func (b *requestBody) expired() bool {
