@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,26 +55,7 @@ http:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var serveLog, agentLog syncBuffer
-	served, agentDone := make(chan int, 1), make(chan int, 1)
-	go func() { served <- run(ctx, []string{"serve", "--config", path}, io.Discard, &serveLog) }()
-	eventually(t, "serve to listen", func() bool { return strings.Contains(serveLog.String(), "api listening") })
-	go func() {
-		agentDone <- run(ctx, []string{"agent", "--config", path, "--name", "echo", "--brokers", bootstrap}, io.Discard, &agentLog)
-	}()
-	defer func() {
-		cancel()
-		<-served
-		<-agentDone
-		if t.Failed() {
-			t.Logf("serve log:\n%s\nagent log:\n%s", serveLog.String(), agentLog.String())
-		}
-	}()
-	m := regexp.MustCompile(`"api listening" addr=(\S+)`).FindStringSubmatch(serveLog.String())
-	if m == nil {
-		t.Fatalf("no api address in the log:\n%s", serveLog.String())
-	}
-	addr := m[1]
+	addr, _ := serveWithAgent(ctx, t, path, bootstrap, "echo")
 
 	// A slow sender: the headers and the start of a body of 512 KiB.
 	var slow []net.Conn
