@@ -80,12 +80,16 @@ func TestSlowSendersAreBoundedInBytes(t *testing.T) {
 	c = h.rawDial()
 	c.write(head(keyGlobex, "10") + `{`)
 	wantReadingRefusal(t, c, "http.max_reading_bytes")
-	// Every path that reads a body is refused the same way (cancel's reason).
+	// Every path that reads a body is refused the same way (cancel's reason,
+	// the MCP endpoint).
 	c = h.rawDial()
 	c.write(strings.Replace(head(keyGlobex, "10"), "POST /v1/intents", "DELETE /v1/intents/x-1", 1) + `{`)
 	wantReadingRefusal(t, c, "http.max_reading_bytes")
-	if got := metricValue(t, h.reg, "switchboard_api_admission_refused_total"); got != 3 {
-		t.Fatalf("refused_total = %v, want 3", got)
+	c = h.rawDial()
+	c.write(strings.Replace(head(keyGlobex, "10"), "/v1/intents", api.MCPPath, 1) + `{`)
+	wantReadingRefusal(t, c, "http.max_reading_bytes")
+	if got := metricValue(t, h.reg, "switchboard_api_admission_refused_total"); got != 4 {
+		t.Fatalf("refused_total = %v, want 4", got)
 	}
 
 	// A body read whole releases its reservation at once.
