@@ -101,7 +101,7 @@ func (b *requestBody) unread() bool {
 }
 
 // expire is the timer's: it ends the read in progress unless the body has
-// been read meanwhile.
+// been read meanwhile, and releases the body's reservation.
 func (b *requestBody) expire(rc *http.ResponseController) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -110,6 +110,10 @@ func (b *requestBody) expire(rc *http.ResponseController) {
 	}
 	b.timedOut = true
 	_ = rc.SetReadDeadline(aLongTimeAgo)
+	if b.release != nil { // nothing more can be read: a handler that never reads it holds nothing
+		b.release()
+		b.release = nil
+	}
 }
 
 // limitBody applies the rules above. It runs inside observe, whose

@@ -28,10 +28,13 @@ const ReasonReading = "reading"
 //
 //   - the reservation is the body's Content-Length, or Config.MaxBodyBytes
 //     when it is not declared (chunked);
-//   - it is released when the body has been read to its end, or when the
-//     request ends (408 body_timeout, the client gone, an answer written
-//     without reading it), whichever comes first: a ?wait request holds
-//     its body in the wait limit's bytes afterwards, not here;
+//   - it is released when the body has been read to its end, when the
+//     body read timer fires (Config.BodyReadTimeout: nothing more can be
+//     read then, so a handler that never reads its body, an event stream,
+//     holds it no longer), or when the request ends (408 body_timeout, the
+//     client gone, an answer written without reading it), whichever comes
+//     first: a ?wait request holds its body in the wait limit's bytes
+//     afterwards, not here;
 //   - one more over Config.MaxReadingBytes, or the tenant's
 //     MaxReadingBytesPerTenant, is answered 503 overloaded (reason
 //     "reading", Retry-After: 1, Connection: close) without reading a byte

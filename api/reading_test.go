@@ -132,6 +132,22 @@ func TestWaitingRequestHoldsNoReadingBytes(t *testing.T) {
 	}
 }
 
+// A request whose handler never reads its body (an event stream) holds its
+// reservation no longer than the body read timeout.
+func TestUnreadBodyIsReleasedAtTheReadTimeout(t *testing.T) {
+	h := newHarness(t, withAuth(nil), withConfig(func(c *api.Config) { c.BodyReadTimeout = 10 * time.Second }))
+	c := h.rawDial()
+	c.write(strings.Replace(head(keyAcme, "1000"), "POST /v1/intents", "GET /v1/intents/e-1/events", 1) + `{`)
+	h.readingBytes(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("no read timer started: %v", err)
+	}
+	h.clock.Advance(10 * time.Second)
+	h.readingBytes(0)
+}
+
 // A body of unknown length (chunked) reserves Config.MaxBodyBytes.
 func TestChunkedBodyReservesTheBodyLimit(t *testing.T) {
 	h := newHarness(t, withAuth(nil), withConfig(func(c *api.Config) {
