@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -30,12 +31,24 @@ const ReasonConnections = "connections"
 type boundedListener struct {
 	net.Listener
 	max     int64
-	open    atomic.Int64
+	open    *atomic.Int64 // the connections open (the server's gauge reads it)
 	refused prometheus.Counter
 }
 
-func newBoundedListener(ln net.Listener, maxConns int, refused prometheus.Counter) *boundedListener {
-	return &boundedListener{Listener: ln, max: int64(maxConns), refused: refused}
+func newBoundedListener(ln net.Listener, maxConns int, open *atomic.Int64, refused prometheus.Counter) *boundedListener {
+	return &boundedListener{Listener: ln, max: int64(maxConns), open: open, refused: refused}
+}
+
+// newConnsGauge registers switchboard_api_connections, which reads open.
+func newConnsGauge(open *atomic.Int64, reg prometheus.Registerer) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_api_connections",
+		Help: "Connections open on the API's listener, every route's (bounded by http.max_connections; 0 when the handler is mounted on another server).",
+	}, func() float64 { return float64(open.Load()) })
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("api: register connection metrics: %w", err)
+	}
+	return nil
 }
 
 func (l *boundedListener) Accept() (net.Conn, error) {

@@ -215,6 +215,9 @@ func TestListenerBoundsConnections(t *testing.T) {
 	if err := healthz(second, br2); err != nil {
 		t.Fatal(err)
 	}
+	if got := metricValue(t, reg, "switchboard_api_connections"); got != 2 {
+		t.Fatalf("switchboard_api_connections = %v, want 2", got)
+	}
 	third, br3 := dial()
 	if _, err := br3.ReadByte(); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("connection 3 of 2: %v; want it closed at once, unanswered", err)

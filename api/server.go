@@ -78,6 +78,7 @@ type Server struct {
 
 	streamsRefused prometheus.Counter // refused{reason="stream_connections"}
 	connsRefused   prometheus.Counter // refused{reason="connections"} (listener.go)
+	connsOpen      atomic.Int64       // connections open on Run's listener (listener.go)
 	streams        sync.WaitGroup     // one per tracked WebSocket connection
 	sweeping       bool               // the keepalive goroutine was started
 	sweeperStop    chan struct{}
@@ -165,6 +166,9 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		sweeperDone:    make(chan struct{}),
 		flush:          newFlushShards(m.wsSent),
 		shutdownDone:   make(chan struct{}),
+	}
+	if err := newConnsGauge(&s.connsOpen, o.registerer); err != nil {
+		return nil, err
 	}
 	s.SetCatalog(o.catalog)
 	results.expireInflight(o.clock, s.idem.window)
@@ -306,7 +310,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
 	}
-	ln = newBoundedListener(ln, s.cfg.MaxHTTPConnections, s.connsRefused)
+	ln = newBoundedListener(ln, s.cfg.MaxHTTPConnections, &s.connsOpen, s.connsRefused)
 	s.mu.Lock()
 	s.addr = ln.Addr().String()
 	close(s.ready)
