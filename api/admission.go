@@ -90,7 +90,7 @@ func NewAdmission(cfg AdmissionConfig, b Backlog, clock clockwork.Clock, reg pro
 // or by a [WaitLimit] for the callers already waiting. Its Error is one
 // line meant for the caller.
 type Refusal struct {
-	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting, ReasonMCPSessions or ReasonStreamConnections
+	Reason                  string        // ReasonRouterBacklog, ReasonAgentBacklog, ReasonWaiting, ReasonMCPSessions, ReasonStreamConnections or ReasonReading
 	Agent                   string        // the intent type's agent
 	RouterAge               time.Duration // the router's backlog age, less its slack
 	AgentAge                time.Duration // the agent's, less its slack (0 when unknown)
@@ -104,9 +104,10 @@ type Refusal struct {
 	Waiting, Limit int
 	Tenant         *string // the tenant whose bound was reached; nil: the instance's
 
-	// ReasonWaiting, when ByteLimit is set: the bytes the waiting callers
-	// hold (the tenant's, when Tenant is set), the refused caller's, and
-	// the byte bound they would pass.
+	// ReasonWaiting when ByteLimit is set, and ReasonReading: the bytes
+	// the waiting callers (the bodies being read) hold, the tenant's when
+	// Tenant is set, the refused caller's, and the byte bound they would
+	// pass.
 	HeldBytes, Bytes, ByteLimit int64
 }
 
@@ -119,6 +120,8 @@ func (r *Refusal) Error() string {
 		return r.waitingError() // waiting.go
 	case ReasonMCPSessions:
 		return r.sessionsError() // sessionlimit.go
+	case ReasonReading:
+		return r.readingError() // reading.go
 	case ReasonStreamConnections:
 		return fmt.Sprintf("overloaded (stream_connections): this instance already holds %d stream connections (WebSocket and event streams), its http.websocket.max_connections; retry in %s, or on another instance",
 			r.Waiting, r.RetryAfter)

@@ -51,6 +51,7 @@ type requestBody struct {
 	done     bool // read to its end
 	timedOut bool // the read timer fired first
 	timer    clockwork.Timer
+	release  func() // the body's reservation (reading.go); nil: none
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -64,7 +65,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish marks the body read and stops its timer.
+// finish marks the body read, stops its timer and releases its
+// reservation.
 func (b *requestBody) finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -72,6 +74,17 @@ func (b *requestBody) finish() {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	if b.release != nil {
+		b.release()
+		b.release = nil
+	}
+}
+
+// onFinish sets what finish releases.
+func (b *requestBody) onFinish(release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.release = release
 }
 
 func (b *requestBody) expired() bool {
@@ -88,7 +101,7 @@ func (b *requestBody) unread() bool {
 }
 
 // expire is the timer's: it ends the read in progress unless the body has
-// been read meanwhile.
+// been read meanwhile, and releases the body's reservation.
 func (b *requestBody) expire(rc *http.ResponseController) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,6 +110,10 @@ func (b *requestBody) expire(rc *http.ResponseController) {
 	}
 	b.timedOut = true
 	_ = rc.SetReadDeadline(aLongTimeAgo)
+	if b.release != nil { // nothing more can be read: a handler that never reads it holds nothing
+		b.release()
+		b.release = nil
+	}
 }
 
 // limitBody applies the rules above. It runs inside observe, whose

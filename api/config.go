@@ -48,6 +48,19 @@ type Config struct {
 	// (body.go).
 	MaxBodyBytes int64
 
+	// MaxReadingBytes bounds the bytes the request bodies being read on
+	// this instance reserve (each its Content-Length, or MaxBodyBytes when
+	// chunked), MaxReadingBytesPerTenant one authenticated tenant's, at
+	// most MaxReadingBytes; one more is refused before its body is read,
+	// 503 overloaded, reason "reading" (reading.go). Defaults
+	// DefaultMaxReadingBytes and half of MaxReadingBytes.
+	MaxReadingBytes, MaxReadingBytesPerTenant int64
+
+	// MaxHTTPConnections bounds the connections Run's listener holds open
+	// at once, every route's (health, metrics and streams included); one
+	// more is accepted and closed at once, and counted (listener.go).
+	MaxHTTPConnections int
+
 	// BodyReadTimeout is how long a request's body may take to arrive whole,
 	// from the end of its headers (on the injected clock); a slower one gets
 	// 408 body_timeout and the connection is closed (body.go).
@@ -146,6 +159,15 @@ func (c *Config) setDefaults() {
 	if c.SendQueueBytes == 0 {
 		c.SendQueueBytes = DefaultSendQueueBytes
 	}
+	if c.MaxReadingBytes == 0 {
+		c.MaxReadingBytes = DefaultMaxReadingBytes
+	}
+	if c.MaxReadingBytesPerTenant == 0 {
+		c.MaxReadingBytesPerTenant = max(1, c.MaxReadingBytes/2)
+	}
+	if c.MaxHTTPConnections == 0 {
+		c.MaxHTTPConnections = DefaultMaxHTTPConnections
+	}
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
@@ -209,6 +231,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("%w: MaxBodyBytes is negative (%d)", ErrInvalidConfig, c.MaxBodyBytes)
+	}
+	if c.MaxReadingBytes < 0 || c.MaxReadingBytesPerTenant < 0 || c.MaxReadingBytesPerTenant > c.MaxReadingBytes {
+		return fmt.Errorf("%w: the reading byte bounds must be positive, a tenant's at most the instance's (%d, %d per tenant)", ErrInvalidConfig, c.MaxReadingBytes, c.MaxReadingBytesPerTenant)
+	}
+	if c.MaxHTTPConnections < 0 {
+		return fmt.Errorf("%w: MaxHTTPConnections is negative (%d)", ErrInvalidConfig, c.MaxHTTPConnections)
 	}
 	if c.MaxMessageBytes < 0 {
 		return fmt.Errorf("%w: MaxMessageBytes is negative (%d)", ErrInvalidConfig, c.MaxMessageBytes)

@@ -19,6 +19,10 @@ var (
 	// Config.BodyReadTimeout ended (body.go).
 	errBodyTimeout = errors.New("api: request body read timed out")
 
+	// errNoSyscallConn: the connection under a counted connection has no
+	// descriptor (listener.go).
+	errNoSyscallConn = errors.New("api: the connection has no descriptor")
+
 	// errAborted ends a slow client's writes: its writer closes it with
 	// 1013 (streamSocket.abort).
 	errAborted = errors.New("api: writes to a slow client aborted")

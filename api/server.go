@@ -52,6 +52,7 @@ type Server struct {
 	idem       *idempotency
 	admission  *Admission // nil: admit everything (admission.go)
 	waitLimit  *WaitLimit // nil: no bound on waiting callers (waiting.go)
+	reading    *slots     // the bodies being read (reading.go)
 	front      *frontMetrics
 	metrics    *metrics
 	sse        *sseMetrics
@@ -76,6 +77,8 @@ type Server struct {
 	streamConns int            // stream connections in all (tenant.go)
 
 	streamsRefused prometheus.Counter // refused{reason="stream_connections"}
+	connsRefused   prometheus.Counter // refused{reason="connections"} (listener.go)
+	connsOpen      atomic.Int64       // connections open on Run's listener (listener.go)
 	streams        sync.WaitGroup     // one per tracked WebSocket connection
 	sweeping       bool               // the keepalive goroutine was started
 	sweeperStop    chan struct{}
@@ -127,8 +130,14 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 	if err != nil {
 		return nil, err
 	}
+	reading, err := newReadingSlots(cfg, o.registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:            cfg,
+		reading:        reading,
+		connsRefused:   refused.WithLabelValues(ReasonConnections),
 		pub:            pub,
 		results:        results,
 		clock:          o.clock,
@@ -157,6 +166,9 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		sweeperDone:    make(chan struct{}),
 		flush:          newFlushShards(m.wsSent),
 		shutdownDone:   make(chan struct{}),
+	}
+	if err := newConnsGauge(&s.connsOpen, o.registerer); err != nil {
+		return nil, err
 	}
 	s.SetCatalog(o.catalog)
 	results.expireInflight(o.clock, s.idem.window)
@@ -187,7 +199,7 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 // /metrics and the console).
 func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.limitBody, s.recoverer, s.guard)
+	r.Use(s.observe, s.limitBody, s.recoverer, s.guard, s.reserveBody)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Post("/v1/intents", s.submitIntent)
@@ -298,6 +310,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
 	}
+	ln = newBoundedListener(ln, s.cfg.MaxHTTPConnections, &s.connsOpen, s.connsRefused)
 	s.mu.Lock()
 	s.addr = ln.Addr().String()
 	close(s.ready)

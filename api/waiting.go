@@ -135,7 +135,7 @@ func (r *Refusal) WaitingBound() string {
 func refusedCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_api_admission_refused_total",
-		Help: "Requests refused before anything was published or held (HTTP 503, MCP tool or JSON-RPC error), by reason: router_backlog or agent_backlog, the larger of the two waits when the backlog in front of an intent would most likely outlast its timeout (http.admission); waiting, when this instance or the caller's tenant already holds http.max_waiting or http.max_waiting_per_tenant callers waiting for results; mcp_sessions, when it already holds http.mcp.max_sessions or max_sessions_per_tenant MCP sessions.",
+		Help: "Requests refused before anything was published or held (HTTP 503, MCP tool or JSON-RPC error), by reason: router_backlog or agent_backlog, the larger of the two waits when the backlog in front of an intent would most likely outlast its timeout (http.admission); waiting, when this instance or the caller's tenant already holds http.max_waiting or http.max_waiting_per_tenant callers waiting for results; mcp_sessions, when it already holds http.mcp.max_sessions or max_sessions_per_tenant MCP sessions; stream_connections, when it already holds http.websocket.max_connections streams; reading, when the bodies being read already hold http.max_reading_bytes or max_reading_bytes_per_tenant (the body is not read); connections, a connection closed unanswered because the listener already holds http.max_connections.",
 	}, []string{"reason"})
 	err := reg.Register(c)
 	var are prometheus.AlreadyRegisteredError

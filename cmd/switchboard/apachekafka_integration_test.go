@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -105,4 +107,40 @@ func newNodeFromYAML(ctx context.Context, t *testing.T, path, yaml string, logTo
 		t.Fatal(err)
 	}
 	return n
+}
+
+// serveWithAgent runs 'switchboard serve --config path' (with extra
+// arguments) and a demo agent of that name on the same file until ctx
+// ends or the test does, and returns the API's address and serve's log.
+// The test's end waits for both; if it failed, their logs are printed.
+func serveWithAgent(ctx context.Context, t *testing.T, path, bootstrap, agent string, extra ...string) (addr string, serveLog *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	serveLog = &syncBuffer{}
+	var agentLog syncBuffer
+	served, agentDone := make(chan int, 1), make(chan int, 1)
+	agentStarted := false
+	go func() {
+		served <- run(ctx, append([]string{"serve", "--config", path}, extra...), io.Discard, serveLog)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+		if agentStarted {
+			<-agentDone
+		}
+		if t.Failed() {
+			t.Logf("serve log:\n%s\nagent log:\n%s", serveLog.String(), agentLog.String())
+		}
+	})
+	eventually(t, "serve to listen", func() bool { return strings.Contains(serveLog.String(), "api listening") })
+	agentStarted = true
+	go func() {
+		agentDone <- run(ctx, []string{"agent", "--config", path, "--name", agent, "--brokers", bootstrap}, io.Discard, &agentLog)
+	}()
+	m := regexp.MustCompile(`"api listening" addr=(\S+)`).FindStringSubmatch(serveLog.String())
+	if m == nil {
+		t.Fatalf("no api address in the log:\n%s", serveLog.String())
+	}
+	return m[1], serveLog
 }

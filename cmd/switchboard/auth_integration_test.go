@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,26 +53,8 @@ func TestServeAuthenticatesAndIsolatesTenantsOnKafka(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var serveLog, agentLog syncBuffer
-	served, agentDone := make(chan int, 1), make(chan int, 1)
-	go func() { served <- run(ctx, []string{"serve", "--config", path}, io.Discard, &serveLog) }()
-	eventually(t, "serve to listen", func() bool { return strings.Contains(serveLog.String(), "api listening") })
-	go func() {
-		agentDone <- run(ctx, []string{"agent", "--config", path, "--name", "echo", "--brokers", bootstrap}, io.Discard, &agentLog)
-	}()
-	defer func() {
-		cancel()
-		<-served
-		<-agentDone
-		if t.Failed() {
-			t.Logf("serve log:\n%s\nagent log:\n%s", serveLog.String(), agentLog.String())
-		}
-	}()
-	m := regexp.MustCompile(`"api listening" addr=(\S+)`).FindStringSubmatch(serveLog.String())
-	if m == nil {
-		t.Fatalf("no api address in the log:\n%s", serveLog.String())
-	}
-	base := "http://" + m[1]
+	addr, _ := serveWithAgent(ctx, t, path, bootstrap, "echo")
+	base := "http://" + addr
 
 	do := func(method, path, key, body string) (int, []byte) {
 		t.Helper()
@@ -98,7 +79,7 @@ func TestServeAuthenticatesAndIsolatesTenantsOnKafka(t *testing.T) {
 	dial := func(hdr http.Header, protocols ...string) *websocket.Conn {
 		t.Helper()
 		d := websocket.Dialer{Subprotocols: protocols, HandshakeTimeout: 10 * time.Second}
-		conn, resp, err := d.DialContext(ctx, "ws://"+m[1]+"/v1/stream", hdr)
+		conn, resp, err := d.DialContext(ctx, "ws://"+addr+"/v1/stream", hdr)
 		if err != nil {
 			t.Fatalf("dial: %v %v", err, resp)
 		}

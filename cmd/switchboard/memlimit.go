@@ -21,6 +21,9 @@ type memoryBudget struct {
 	limit                    int64
 	from                     string // "derived", "router.memory_limit_bytes" or "GOMEMLIMIT"
 	pending, results, stream int64
+	// waiting and reading are what callers' requests may hold:
+	// http.max_waiting_bytes and http.max_reading_bytes.
+	waiting, reading int64
 	// outsideGo is what librdkafka and pebble allocate in C, which Go's
 	// limit does not see: the prefetch bounds of the router's consumer and
 	// (with a process budget) of the results reader, the lookup store's
@@ -41,7 +44,8 @@ type memoryBudget struct {
 
 // deriveMemoryLimit is the soft limit for a configuration: the Go-side byte
 // budgets (the pending intents, the API's result store, four WebSocket send
-// queues) plus memoryBaseline; or, when router.memory_limit_bytes is set,
+// queues, the waiting callers' requests and the bodies being read) plus
+// memoryBaseline; or, when router.memory_limit_bytes is set,
 // that budget for the whole process less what librdkafka and pebble hold
 // outside Go. With the budget set, the configuration has derived the byte
 // budgets it left unset so that they fit, and refused explicit ones that
@@ -50,7 +54,7 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 	m := cfg.Memory()
 	b := memoryBudget{
 		limit: m.GoLimit, from: "derived", pending: m.Pending, results: m.Results, stream: m.StreamQueues,
-		outsideGo: m.OutsideGo, pollQueue: m.PollQueue, prefetch: m.Prefetch, feedPrefetch: m.FeedPrefetch, derived: m.Derived,
+		waiting: m.Waiting, reading: m.Reading, outsideGo: m.OutsideGo, pollQueue: m.PollQueue, prefetch: m.Prefetch, feedPrefetch: m.FeedPrefetch, derived: m.Derived,
 	}
 	if apiCfg.SendQueueBytes > 0 {
 		b.stream = int64(apiCfg.SendQueueBytes) * config.StreamQueuesCounted
@@ -65,7 +69,7 @@ func deriveMemoryLimit(cfg *config.Config, apiCfg api.Config) memoryBudget {
 // applyMemoryLimit sets Go's soft memory limit unless GOMEMLIMIT is set
 // (the runtime has read it then), logs the limit in force and the process's
 // memory budget (router.memory_limit_bytes when set, otherwise Go's limit
-// in force plus what librdkafka and pebble hold outside Go: 576 MiB with
+// in force plus what librdkafka and pebble hold outside Go: 896 MiB with
 // the defaults), and returns router.memory_limit_bytes, or 0 when it is
 // unset. The router pauses its intake when the process's resident set
 // reaches 90% of that budget while intents are pending
@@ -110,7 +114,8 @@ func applyMemoryLimit(b memoryBudget, log *slog.Logger) (process int64) {
 	}
 	debug.SetMemoryLimit(b.limit)
 	log.Info("memory limit set", "limit_mib", b.limit>>20, "from", b.from, "process_mib", b.process>>20,
-		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20, "baseline_mib", memoryBaseline>>20,
+		"pending_mib", b.pending>>20, "results_mib", b.results>>20, "stream_queues_mib", b.stream>>20,
+		"waiting_mib", b.waiting>>20, "reading_mib", b.reading>>20, "baseline_mib", memoryBaseline>>20,
 		"outside_go_mib", b.outsideGo>>20, "poll_queue_mib", b.pollQueue>>20, "prefetch_mib", b.prefetch>>20, "feed_prefetch_mib", b.feedPrefetch>>20,
 		"process_budget_mib", process>>20, "resident_set_check", b.process > 0, "derived_from_budget", strings.Join(b.derived, ","))
 	return b.process

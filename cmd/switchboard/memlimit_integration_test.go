@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,36 +59,16 @@ func TestServeFitsItsBudgetsInsideTheProcessBudgetOnKafka(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var serveLog, agentLog syncBuffer
-	served, agentDone := make(chan int, 1), make(chan int, 1)
-	go func() {
-		served <- run(ctx, []string{"serve", "--config", path, "--insecure-no-auth"}, io.Discard, &serveLog)
-	}()
-	eventually(t, "serve to listen", func() bool { return strings.Contains(serveLog.String(), "api listening") })
-	go func() {
-		agentDone <- run(ctx, []string{"agent", "--config", path, "--name", "echo", "--brokers", bootstrap}, io.Discard, &agentLog)
-	}()
-	defer func() {
-		cancel()
-		<-served
-		<-agentDone
-		if t.Failed() {
-			t.Logf("serve log:\n%s\nagent log:\n%s", serveLog.String(), agentLog.String())
-		}
-	}()
+	addr, serveLog := serveWithAgent(ctx, t, path, bootstrap, "echo", "--insecure-no-auth")
 	for _, want := range []string{
-		"derived_from_budget=http.lookup.cache_mb,http.results_max_bytes,http.websocket.send_queue_bytes,router.max_pending_bytes",
+		"derived_from_budget=http.lookup.cache_mb,http.results_max_bytes,http.websocket.send_queue_bytes,http.max_waiting_bytes,http.max_reading_bytes,router.max_pending_bytes",
 		"results_mib=18 ", "poll_queue_mib=9 ", "feed_prefetch_mib=9 ", "process_budget_mib=298 ", "resident_set_check=true",
 	} {
 		if !strings.Contains(serveLog.String(), want) {
 			t.Fatalf("serve's log lacks %q:\n%s", want, serveLog.String())
 		}
 	}
-	m := regexp.MustCompile(`"api listening" addr=(\S+)`).FindStringSubmatch(serveLog.String())
-	if m == nil {
-		t.Fatalf("no api address in the log:\n%s", serveLog.String())
-	}
-	base := "http://" + m[1]
+	base := "http://" + addr
 	do := func(method, path, body string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))

@@ -26,8 +26,9 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 		want int64
 		from string
 	}{
-		{base, (256 + 128 + 4*8 + 64) << 20, "derived"},
-		{base + "router: {max_pending_bytes: 67108864}\nhttp: {results_max_bytes: 16777216, websocket: {send_queue_bytes: 1048576}}\n", (64 + 16 + 4*1 + 64) << 20, "derived"},
+		{base, (256 + 128 + 4*8 + 256 + 64 + 64) << 20, "derived"},
+		{base + "router: {max_pending_bytes: 67108864}\nhttp: {results_max_bytes: 16777216, websocket: {send_queue_bytes: 1048576}}\n", (64 + 16 + 4*1 + 256 + 64 + 64) << 20, "derived"},
+		{base + "http: {max_waiting_bytes: 16777216, max_reading_bytes: 8388608}\n", (256 + 128 + 4*8 + 16 + 8 + 64) << 20, "derived"},
 		{base + "router: {memory_limit_bytes: 314572800}\n", 314572800 - 2*314572800/32 - 9<<20 - 64<<20, "router.memory_limit_bytes"},
 		{base + "router: {memory_limit_bytes: 314572800}\nhttp: {lookup: {cache_mb: 8}}\n", 314572800 - 2*314572800/32 - 8<<20 - 64<<20, "router.memory_limit_bytes"},
 		{base + "router: {memory_limit_bytes: 1073741824}\n", (1024 - 16 - 16 - 16 - 64) << 20, "router.memory_limit_bytes"},
@@ -45,12 +46,13 @@ func TestMemoryLimitIsDerivedFromTheBudgets(t *testing.T) {
 			t.Errorf("%q: limit %d MiB from %s, want %d MiB from %s", tc.yaml, b.limit>>20, b.from, tc.want>>20, tc.from)
 		}
 		// With a process budget, everything fits inside it.
-		if b.process > 0 && (b.limit+b.outsideGo != b.process || b.pending+b.results+b.stream+memoryBaseline > b.limit) {
+		if b.process > 0 && (b.limit+b.outsideGo != b.process || b.pending+b.results+b.stream+b.waiting+b.reading+memoryBaseline > b.limit) {
 			t.Errorf("%q: budgets do not fit: %+v", tc.yaml, b)
 		}
 	}
 	if api.DefaultResultsMaxBytes != config.DefaultResultsMaxBytes || api.DefaultSendQueueBytes != config.DefaultSendQueueBytes ||
-		api.DefaultMaxWaiting != config.DefaultMaxWaiting {
+		api.DefaultMaxWaiting != config.DefaultMaxWaiting || api.DefaultMaxWaitingBytes != config.DefaultMaxWaitingBytes ||
+		api.DefaultMaxReadingBytes != config.DefaultMaxReadingBytes {
 		t.Fatal("the API's defaults and the configuration's copies of them differ")
 	}
 }

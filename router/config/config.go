@@ -317,6 +317,20 @@ type HTTP struct {
 	// MaxWaitingBytesPerTenant one tenant's. Defaults 256 MiB and half.
 	MaxWaitingBytes          int64 `yaml:"max_waiting_bytes"`
 	MaxWaitingBytesPerTenant int64 `yaml:"max_waiting_bytes_per_tenant"`
+	// MaxReadingBytes bounds the bytes the request bodies being read on
+	// one instance reserve before they are read (each its Content-Length,
+	// or max_body_bytes when chunked); one more is refused at once, its
+	// body unread (503 overloaded, reason "reading").
+	// MaxReadingBytesPerTenant bounds one authenticated tenant's
+	// (http_limits.go). Defaults 64 MiB and half; with
+	// router.memory_limit_bytes, both it and MaxWaitingBytes are derived
+	// from the budget when unset (memory.go).
+	MaxReadingBytes          int64 `yaml:"max_reading_bytes"`
+	MaxReadingBytesPerTenant int64 `yaml:"max_reading_bytes_per_tenant"`
+	// MaxConnections bounds the connections the API's listener holds open
+	// (every route's: health and metrics share it); one more is closed at
+	// once and counted (reason "connections"). Default 16,384.
+	MaxConnections int `yaml:"max_connections"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`

@@ -19,21 +19,36 @@ const DefaultMaxMCPSessions = 4096
 // it.
 const DefaultMaxWaitingBytes = 256 << 20
 
+// DefaultMaxReadingBytes is http.max_reading_bytes's default, the API's
+// (api.DefaultMaxReadingBytes); max_reading_bytes_per_tenant's is half of
+// it.
+const DefaultMaxReadingBytes = 64 << 20
+
 // MinMaxWaitingBytes is the least http.max_waiting_bytes and
 // max_waiting_bytes_per_tenant accept: below it a bound would refuse
-// ordinary requests for their size alone.
+// ordinary requests for their size alone. It is also the least of
+// http.max_reading_bytes and max_reading_bytes_per_tenant.
 const MinMaxWaitingBytes = 64 << 10
 
 // setWaitingDefaults sets http.max_waiting, max_waiting_per_tenant,
-// max_waiting_bytes, max_waiting_bytes_per_tenant, http.mcp.max_sessions
-// and max_sessions_per_tenant when absent (0).
+// max_waiting_bytes, max_waiting_bytes_per_tenant, max_reading_bytes,
+// max_reading_bytes_per_tenant, http.mcp.max_sessions and
+// max_sessions_per_tenant when absent (0).
 func (c *Config) setWaitingDefaults() {
 	h := &c.HTTP
-	if h.MaxWaitingBytes == 0 {
-		h.MaxWaitingBytes = DefaultMaxWaitingBytes
-	}
-	if h.MaxWaitingBytesPerTenant == 0 && h.MaxWaitingBytes > 0 {
-		h.MaxWaitingBytesPerTenant = max(MinMaxWaitingBytes, h.MaxWaitingBytes/2)
+	for _, b := range []struct {
+		max, perTenant *int64
+		def            int64
+	}{
+		{&h.MaxWaitingBytes, &h.MaxWaitingBytesPerTenant, DefaultMaxWaitingBytes},
+		{&h.MaxReadingBytes, &h.MaxReadingBytesPerTenant, DefaultMaxReadingBytes},
+	} {
+		if *b.max == 0 {
+			*b.max = b.def
+		}
+		if *b.perTenant == 0 && *b.max > 0 {
+			*b.perTenant = max(MinMaxWaitingBytes, *b.max/2)
+		}
 	}
 	for _, b := range c.holdBounds() {
 		if *b.max == 0 {
@@ -62,24 +77,36 @@ func (c *Config) holdBounds() []holdBound {
 	}
 }
 
-// validateWaiting checks the bounds of holdBounds and the waiting byte
-// bounds: positive, and a tenant's no larger than the instance's.
+// validateWaiting checks the bounds of holdBounds and the waiting and
+// reading byte bounds: positive, and a tenant's no larger than the
+// instance's; and http.max_connections: not negative.
 func (c *Config) validateWaiting() Errors {
 	var errs Errors
 	h := c.HTTP
-	for _, f := range []struct {
-		key string
-		v   int64
-	}{{"max_waiting_bytes", h.MaxWaitingBytes}, {"max_waiting_bytes_per_tenant", h.MaxWaitingBytesPerTenant}} {
-		switch {
-		case f.v < 0:
-			errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default)", "http", f.key))
-		case f.v > 0 && f.v < MinMaxWaitingBytes:
-			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d bytes is too small: at least %d (0 or absent: the default)", f.v, MinMaxWaitingBytes), "http", f.key))
+	for _, b := range []struct {
+		key, perTenantKey string
+		max, perTenant    int64
+	}{
+		{"max_waiting_bytes", "max_waiting_bytes_per_tenant", h.MaxWaitingBytes, h.MaxWaitingBytesPerTenant},
+		{"max_reading_bytes", "max_reading_bytes_per_tenant", h.MaxReadingBytes, h.MaxReadingBytesPerTenant},
+	} {
+		for _, f := range []struct {
+			key string
+			v   int64
+		}{{b.key, b.max}, {b.perTenantKey, b.perTenant}} {
+			switch {
+			case f.v < 0:
+				errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default)", "http", f.key))
+			case f.v > 0 && f.v < MinMaxWaitingBytes:
+				errs = append(errs, c.ErrorAt(fmt.Sprintf("%d bytes is too small: at least %d (0 or absent: the default)", f.v, MinMaxWaitingBytes), "http", f.key))
+			}
+		}
+		if b.max > 0 && b.perTenant > b.max {
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than %s %d: a tenant's bound is a share of the instance's", b.perTenant, b.key, b.max), "http", b.perTenantKey))
 		}
 	}
-	if h.MaxWaitingBytes > 0 && h.MaxWaitingBytesPerTenant > h.MaxWaitingBytes {
-		errs = append(errs, c.ErrorAt(fmt.Sprintf("%d is more than max_waiting_bytes %d: a tenant's bound is a share of the instance's", h.MaxWaitingBytesPerTenant, h.MaxWaitingBytes), "http", "max_waiting_bytes_per_tenant"))
+	if h.MaxConnections < 0 {
+		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default, 16384)", "http", "max_connections"))
 	}
 	for _, b := range c.holdBounds() {
 		at := func(key string) []string { return append(append([]string{}, b.path...), key) }

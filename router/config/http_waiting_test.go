@@ -90,3 +90,31 @@ func TestHTTPMaxWaitingBytesDefaultsAndErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPMaxReadingBytesAndConnectionsDefaultsAndErrors(t *testing.T) {
+	for _, tc := range []struct {
+		yaml           string
+		max, perTenant int64
+		conns          int
+	}{
+		{"", config.DefaultMaxReadingBytes, config.DefaultMaxReadingBytes / 2, 0},
+		{"http: {max_reading_bytes: 1048576, max_connections: 100}\n", 1 << 20, 512 << 10, 100},
+		{"http: {max_reading_bytes: 1048576, max_reading_bytes_per_tenant: 1048576}\n", 1 << 20, 1 << 20, 0},
+	} {
+		c, err := config.Parse("sb.yaml", []byte(tc.yaml+routes), nil)
+		if err != nil || c.HTTP.MaxReadingBytes != tc.max || c.HTTP.MaxReadingBytesPerTenant != tc.perTenant || c.HTTP.MaxConnections != tc.conns {
+			t.Errorf("%q: %d, %d per tenant, %d connections, want %d, %d, %d (%v)", tc.yaml, c.HTTP.MaxReadingBytes, c.HTTP.MaxReadingBytesPerTenant, c.HTTP.MaxConnections, tc.max, tc.perTenant, tc.conns, err)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"http:\n  max_reading_bytes: -1\n", `sb.yaml:2: http.max_reading_bytes: must not be negative`},
+		{"http:\n  max_reading_bytes: 100\n", `sb.yaml:2: http.max_reading_bytes: 100 bytes is too small: at least 65536`},
+		{"http:\n  max_reading_bytes: 1048576\n  max_reading_bytes_per_tenant: 2097152\n", `sb.yaml:3: http.max_reading_bytes_per_tenant: 2097152 is more than max_reading_bytes 1048576`},
+		{"http:\n  max_connections: -1\n", `sb.yaml:2: http.max_connections: must not be negative`},
+	} {
+		_, err := config.Parse("sb.yaml", []byte(tc.yaml+routes), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%q: error\n%v\nwant %s", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -226,8 +226,8 @@ func (c *Config) setDefaults() {
 	def(&c.HTTP.Listen, DefaultListen)
 	defD(&c.HTTP.MaxWait, Duration(60e9))
 	defI(&c.HTTP.Results, DefaultResultsKept)
+	c.setMemoryDefaults() // before the budgets', http's and the lookup store's: it derives theirs
 	c.setHTTPDefaults()
-	c.setMemoryDefaults() // before the budgets' and the lookup store's: it derives theirs
 	c.setBudgetDefaults()
 	c.setLookupDefaults()
 	c.setAdmissionDefaults()

@@ -67,6 +67,10 @@ type Memory struct {
 	// The Go-side budgets: router.max_pending_bytes, http.results_max_bytes
 	// and StreamQueuesCounted × http.websocket.send_queue_bytes.
 	Pending, Results, StreamQueues int64
+	// Waiting and Reading are the Go-side budgets callers fill with their
+	// requests: http.max_waiting_bytes (what waiting callers' requests
+	// hold) and http.max_reading_bytes (the bodies being read).
+	Waiting, Reading int64
 	// PollQueue bounds the bytes of the records on their way from the
 	// router's poll goroutine to its loop (router.WithQueueBytes).
 	PollQueue int64
@@ -91,9 +95,16 @@ func (c *Config) Memory() Memory {
 		Results: c.HTTP.ResultsMaxBytes, StreamQueues: int64(c.HTTP.WebSocket.SendQueueBytes),
 		PollQueue: DefaultPollQueueBytes, Prefetch: DefaultPrefetchBytes,
 		LookupCache: int64(c.HTTP.Lookup.CacheMB) << 20, Derived: slices.Clone(c.derived),
+		Waiting: c.HTTP.MaxWaitingBytes, Reading: c.HTTP.MaxReadingBytes,
 	}
 	if m.Results <= 0 {
 		m.Results = DefaultResultsMaxBytes
+	}
+	if m.Waiting <= 0 {
+		m.Waiting = DefaultMaxWaitingBytes
+	}
+	if m.Reading <= 0 {
+		m.Reading = DefaultMaxReadingBytes
 	}
 	if m.StreamQueues <= 0 {
 		m.StreamQueues = DefaultSendQueueBytes
@@ -106,11 +117,17 @@ func (c *Config) Memory() Memory {
 		m.PollQueue = clamp(share, minBuffer, DefaultPollQueueBytes)
 	}
 	m.OutsideGo = m.Prefetch + m.FeedPrefetch + m.LookupCache + OutsideGoWorkingSet
-	m.GoLimit = m.Pending + m.Results + m.StreamQueues + MemoryBaseline
+	m.GoLimit = m.goNeed()
 	if m.Process > 0 {
 		m.GoLimit = m.Process - m.OutsideGo
 	}
 	return m
+}
+
+// goNeed is what Go's share must hold: the baseline and the Go-side
+// budgets.
+func (m Memory) goNeed() int64 {
+	return MemoryBaseline + m.Pending + m.Results + m.StreamQueues + m.Waiting + m.Reading
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
@@ -118,9 +135,13 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 // setMemoryDefaults derives, when router.memory_limit_bytes is set, the
 // byte budgets the file leaves unset: the lookup cache (a 32nd of the
 // budget, 4–16 MiB), the result store (a 16th, 4–128 MiB), the WebSocket
-// send queues (a 128th each, 2–8 MiB), and the pending intents' budget:
-// what Go's share leaves after the baseline and those. It runs before the
-// other budgets' defaults, which then leave the derived values alone.
+// send queues (a 128th each, 2–8 MiB), what waiting callers' requests
+// hold (http.max_waiting_bytes, a 32nd, 1–256 MiB), the bodies being read
+// (http.max_reading_bytes, a 64th, 1–64 MiB: the defaults are reached at
+// 8 GiB), and the pending intents' budget: what Go's share leaves after
+// the baseline and those. It runs before the other budgets' defaults,
+// which then leave the derived values alone (the per-tenant shares are
+// then half of the derived values).
 func (c *Config) setMemoryDefaults() {
 	p := c.Router.MemoryLimitBytes
 	if p <= 0 {
@@ -138,10 +159,19 @@ func (c *Config) setMemoryDefaults() {
 		c.HTTP.WebSocket.SendQueueBytes = int(clamp(p/128, 2<<20, DefaultSendQueueBytes))
 		c.derived = append(c.derived, "http.websocket.send_queue_bytes")
 	}
+	if c.HTTP.MaxWaitingBytes == 0 {
+		c.HTTP.MaxWaitingBytes = clamp(p/32, 1<<20, DefaultMaxWaitingBytes)
+		c.derived = append(c.derived, "http.max_waiting_bytes")
+	}
+	if c.HTTP.MaxReadingBytes == 0 {
+		c.HTTP.MaxReadingBytes = clamp(p/64, 1<<20, DefaultMaxReadingBytes)
+		c.derived = append(c.derived, "http.max_reading_bytes")
+	}
 	if c.Router.MaxPendingBytes == 0 {
 		m := c.Memory()
+		m.Pending = 0
 		// Below the least, validateMemory says that the budget is too small.
-		c.Router.MaxPendingBytes = max(m.GoLimit-MemoryBaseline-m.Results-m.StreamQueues, minPendingBytes)
+		c.Router.MaxPendingBytes = max(m.GoLimit-m.goNeed(), minPendingBytes)
 		c.derived = append(c.derived, "router.max_pending_bytes")
 	}
 }
@@ -149,19 +179,20 @@ func (c *Config) setMemoryDefaults() {
 // validateMemory refuses, when router.memory_limit_bytes is set, byte
 // budgets that cannot fit inside it: Go's share (the budget less what is
 // held outside Go) must hold the baseline, the result store, the stream
-// queues and the pending intents. The error names the largest of the
+// queues, the waiting callers' and the bodies being read's bytes, and the
+// pending intents. The error names the largest of the
 // values the file sets, or the budget itself when every one was derived.
 func (c *Config) validateMemory(add func(msg string, path ...string)) {
 	m := c.Memory()
 	if m.Process <= 0 {
 		return
 	}
-	need := MemoryBaseline + m.Results + m.StreamQueues + m.Pending
+	need := m.goNeed()
 	if need <= m.GoLimit {
 		return
 	}
-	detail := fmt.Sprintf("Go's share is %d MiB (the budget less %d MiB outside Go: prefetch, lookup cache, librdkafka), and it must hold the %d MiB baseline, http.results_max_bytes %d MiB, %d WebSocket send queues %d MiB and router.max_pending_bytes %d MiB: %d MiB",
-		m.GoLimit>>20, m.OutsideGo>>20, MemoryBaseline>>20, m.Results>>20, StreamQueuesCounted, m.StreamQueues>>20, m.Pending>>20, need>>20)
+	detail := fmt.Sprintf("Go's share is %d MiB (the budget less %d MiB outside Go: prefetch, lookup cache, librdkafka), and it must hold the %d MiB baseline, http.results_max_bytes %d MiB, %d WebSocket send queues %d MiB, http.max_waiting_bytes %d MiB, http.max_reading_bytes %d MiB and router.max_pending_bytes %d MiB: %d MiB",
+		m.GoLimit>>20, m.OutsideGo>>20, MemoryBaseline>>20, m.Results>>20, StreamQueuesCounted, m.StreamQueues>>20, m.Waiting>>20, m.Reading>>20, m.Pending>>20, need>>20)
 	explicit := []struct {
 		v    int64
 		path []string
@@ -169,6 +200,8 @@ func (c *Config) validateMemory(add func(msg string, path ...string)) {
 		{m.Pending, []string{"router", "max_pending_bytes"}},
 		{m.Results, []string{"http", "results_max_bytes"}},
 		{m.StreamQueues, []string{"http", "websocket", "send_queue_bytes"}},
+		{m.Waiting, []string{"http", "max_waiting_bytes"}},
+		{m.Reading, []string{"http", "max_reading_bytes"}},
 		{m.LookupCache, []string{"http", "lookup", "cache_mb"}},
 	}
 	var worst []string
@@ -202,12 +235,16 @@ func (c *Config) leastMemory() int64 {
 				t.HTTP.ResultsMaxBytes = 0
 			case "http.websocket.send_queue_bytes":
 				t.HTTP.WebSocket.SendQueueBytes = 0
+			case "http.max_waiting_bytes":
+				t.HTTP.MaxWaitingBytes = 0
+			case "http.max_reading_bytes":
+				t.HTTP.MaxReadingBytes = 0
 			case "router.max_pending_bytes":
 				t.Router.MaxPendingBytes = 0
 			}
 		}
 		t.setMemoryDefaults()
-		if m := t.Memory(); MemoryBaseline+m.Results+m.StreamQueues+m.Pending <= m.GoLimit {
+		if m := t.Memory(); m.goNeed() <= m.GoLimit {
 			return p
 		}
 	}

@@ -14,11 +14,12 @@ const memBase = "agents: {a: {}}\nintents: {e: {agent: a}}\n"
 
 // fits reports whether m's Go-side budgets fit Go's share of the process.
 func fits(m config.Memory) bool {
-	return config.MemoryBaseline+m.Results+m.StreamQueues+m.Pending <= m.GoLimit && m.GoLimit+m.OutsideGo <= m.Process
+	return config.MemoryBaseline+m.Results+m.StreamQueues+m.Waiting+m.Reading+m.Pending <= m.GoLimit && m.GoLimit+m.OutsideGo <= m.Process
 }
 
 // Without router.memory_limit_bytes every budget keeps its default, and
-// Go's limit is their sum (576 MiB for the process with the defaults).
+// Go's limit is their sum, what callers' requests may hold (waiting and
+// being read) included: 896 MiB for the process with the defaults.
 func TestMemoryWithoutAProcessBudgetKeepsTheDefaults(t *testing.T) {
 	c, err := parse(t, memBase, nil)
 	if err != nil {
@@ -26,7 +27,7 @@ func TestMemoryWithoutAProcessBudgetKeepsTheDefaults(t *testing.T) {
 	}
 	m := c.Memory()
 	want := config.Memory{
-		GoLimit: 480 << 20, Pending: 256 << 20, Results: 128 << 20, StreamQueues: 32 << 20,
+		GoLimit: 800 << 20, Pending: 256 << 20, Results: 128 << 20, StreamQueues: 32 << 20, Waiting: 256 << 20, Reading: 64 << 20,
 		PollQueue: 32 << 20, Prefetch: 16 << 20, LookupCache: 16 << 20, OutsideGo: 96 << 20,
 	}
 	if fmt.Sprint(m) != fmt.Sprint(want) {
@@ -51,10 +52,11 @@ func TestMemoryBudgetsAreDerivedToFitTheProcessBudget(t *testing.T) {
 		if !fits(m) {
 			t.Errorf("%d MiB: derived budgets do not fit: %+v", size>>20, m)
 		}
-		if len(m.Derived) != 4 {
-			t.Errorf("%d MiB: derived %v, want all four", size>>20, m.Derived)
+		if len(m.Derived) != 6 {
+			t.Errorf("%d MiB: derived %v, want all six", size>>20, m.Derived)
 		}
 		if m.Pending != c.Router.MaxPendingBytes || m.Results != c.HTTP.ResultsMaxBytes || m.LookupCache != int64(c.HTTP.Lookup.CacheMB)<<20 ||
+			m.Waiting != c.HTTP.MaxWaitingBytes || m.Reading != c.HTTP.MaxReadingBytes ||
 			m.StreamQueues != int64(c.HTTP.WebSocket.SendQueueBytes)*config.StreamQueuesCounted {
 			t.Errorf("%d MiB: the configuration and its shares disagree: %+v", size>>20, m)
 		}
@@ -70,7 +72,10 @@ func TestMemoryBudgetsAreDerivedToFitTheProcessBudget(t *testing.T) {
 	if m.Results != 312475648/16 || m.PollQueue != 312475648/32 || m.Prefetch != 312475648/32 || m.FeedPrefetch != m.Prefetch || m.LookupCache != 9<<20 {
 		t.Fatalf("298 MiB: %+v", m)
 	}
-	if want := m.GoLimit - config.MemoryBaseline - m.Results - m.StreamQueues; m.Pending != want || m.Pending < 100<<20 {
+	if m.Waiting != 312475648/32 || m.Reading != 312475648/64 || c.HTTP.MaxWaitingBytesPerTenant != m.Waiting/2 || c.HTTP.MaxReadingBytesPerTenant != m.Reading/2 {
+		t.Fatalf("298 MiB: waiting %d (%d a tenant), reading %d (%d a tenant)", m.Waiting, c.HTTP.MaxWaitingBytesPerTenant, m.Reading, c.HTTP.MaxReadingBytesPerTenant)
+	}
+	if want := m.GoLimit - config.MemoryBaseline - m.Results - m.StreamQueues - m.Waiting - m.Reading; m.Pending != want || m.Pending < 90<<20 {
 		t.Fatalf("298 MiB: pending budget %d, want %d", m.Pending, want)
 	}
 }
@@ -89,7 +94,7 @@ func TestMemoryKeepsExplicitBudgetsThatFit(t *testing.T) {
 	if slices.Contains(m.Derived, "http.results_max_bytes") || !slices.Contains(m.Derived, "router.max_pending_bytes") {
 		t.Fatalf("derived %v", m.Derived)
 	}
-	if m.Pending != m.GoLimit-config.MemoryBaseline-m.Results-m.StreamQueues {
+	if m.Pending != m.GoLimit-config.MemoryBaseline-m.Results-m.StreamQueues-m.Waiting-m.Reading {
 		t.Fatalf("pending %d does not take the rest", m.Pending)
 	}
 }
@@ -115,6 +120,14 @@ func TestMemoryRefusesBudgetsThatCannotFit(t *testing.T) {
 		{
 			"router: {memory_limit_bytes: 536870912}\nhttp: {lookup: {cache_mb: 500}}\n",
 			"sb.yaml:4: http.lookup.cache_mb: does not fit router.memory_limit_bytes (536870912 bytes)",
+		},
+		{
+			"router: {memory_limit_bytes: 312475648}\nhttp:\n  max_waiting_bytes: 268435456\n",
+			"sb.yaml:5: http.max_waiting_bytes: does not fit router.memory_limit_bytes (312475648 bytes)",
+		},
+		{
+			"router: {memory_limit_bytes: 312475648}\nhttp:\n  results_max_bytes: 8388608\n  max_reading_bytes: 201326592\n",
+			"sb.yaml:6: http.max_reading_bytes: does not fit router.memory_limit_bytes (312475648 bytes)",
 		},
 		{"router:\n  memory_limit_bytes: 104857600\n", "sb.yaml:4: router.memory_limit_bytes: 104857600 bytes is too small for an instance"},
 	} {
