@@ -61,6 +61,12 @@ type Config struct {
 	// more is accepted and closed at once, and counted (listener.go).
 	MaxHTTPConnections int
 
+	// AdminListen, when set, is a second TCP address Run listens on that
+	// serves only GET /healthz, /readyz and /metrics (admin.go), outside
+	// MaxHTTPConnections: probes and scrapes still get through while
+	// callers fill the API's listener. Empty: none.
+	AdminListen string
+
 	// BodyReadTimeout is how long a request's body may take to arrive whole,
 	// from the end of its headers (on the injected clock); a slower one gets
 	// 408 body_timeout and the connection is closed (body.go).
@@ -208,6 +214,11 @@ func (c Config) Validate() error {
 	c.setDefaults()
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("%w: Listen %q: %v", ErrInvalidConfig, c.Listen, err)
+	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return fmt.Errorf("%w: AdminListen %q: %v", ErrInvalidConfig, c.AdminListen, err)
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -59,6 +59,7 @@ type Server struct {
 	router     *chi.Mux
 	upgrader   websocket.Upgrader
 	httpSrv    *http.Server
+	adminSrv   *admin // the admin listener's server (admin.go); nil: none
 	auth       *authenticator
 	tracing    apiTracing // tracing.go
 
@@ -180,10 +181,12 @@ func New(cfg Config, pub Publisher, results *Results, opts ...Option) (*Server, 
 		Subprotocols:    []string{streamProtocol},
 		Error:           s.upgradeError,
 	}
-	s.router = s.routes(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{
+	metricsHandler := promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	})
+	s.router = s.routes(metricsHandler)
+	s.adminSrv = s.newAdmin(metricsHandler, refused.WithLabelValues(ReasonAdminConnections))
 	s.mountMCP(o.mcp)
 	s.httpSrv = &http.Server{
 		Handler:           s.router,
@@ -311,11 +314,25 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
 	}
 	ln = newBoundedListener(ln, s.cfg.MaxHTTPConnections, &s.connsOpen, s.connsRefused)
+	var adminLn net.Listener
+	if s.adminSrv != nil {
+		if adminLn, err = s.adminSrv.listen(ctx, s.cfg.AdminListen); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		go s.adminSrv.serve(adminLn, s.log) // Serve closes adminLn when it returns
+	}
 	s.mu.Lock()
 	s.addr = ln.Addr().String()
+	if adminLn != nil {
+		s.adminSrv.addr = adminLn.Addr().String()
+	}
 	close(s.ready)
 	s.mu.Unlock()
 	s.log.Info("api listening", slog.String("addr", ln.Addr().String()))
+	if adminLn != nil {
+		s.log.Info("admin listening: /healthz, /readyz, /metrics", slog.String("addr", adminLn.Addr().String()))
+	}
 	if !s.cfg.Auth.Required {
 		stopWarning := s.warnAuthOff()
 		defer stopWarning()
@@ -376,7 +393,9 @@ func (s *Server) Addr() string {
 //  3. the listener closes and in-flight HTTP requests are waited for;
 //  4. WebSocket connections are waited for until their clients answer the
 //     close; those that have not after Config.WriteWait are closed;
-//  5. the keepalive goroutine stops.
+//  5. the keepalive goroutine stops;
+//  6. the admin listener (Config.AdminListen) closes: until then its
+//     /readyz answers 503.
 //
 // If ctx ends first, remaining connections are closed at once, Shutdown still
 // waits for the server's goroutines (which then end promptly), and returns
@@ -442,5 +461,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-s.sweeperDone
 		s.flush.wg.Wait()
 	}
+	s.adminSrv.shutdown(ctx)
 	return err
 }

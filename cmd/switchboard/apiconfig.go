@@ -24,6 +24,7 @@ func apiConfig(cfg *config.Config, withAuth bool) (api.Config, error) {
 		MaxReadingBytes:          h.MaxReadingBytes,
 		MaxReadingBytesPerTenant: h.MaxReadingBytesPerTenant,
 		MaxHTTPConnections:       h.MaxConnections,
+		AdminListen:              h.AdminListen,
 		IdleTimeout:              h.IdleTimeout.D(),
 		AllowedOrigins:           h.AllowedOrigins,
 		SendQueue:                ws.SendQueue,

@@ -328,9 +328,15 @@ type HTTP struct {
 	MaxReadingBytes          int64 `yaml:"max_reading_bytes"`
 	MaxReadingBytesPerTenant int64 `yaml:"max_reading_bytes_per_tenant"`
 	// MaxConnections bounds the connections the API's listener holds open
-	// (every route's: health and metrics share it); one more is closed at
-	// once and counted (reason "connections"). Default 16,384.
+	// (every route's: health and metrics share it, unless AdminListen
+	// serves them too); one more is closed at once and counted (reason
+	// "connections"). Default 16,384.
 	MaxConnections int `yaml:"max_connections"`
+	// AdminListen, when set (e.g. "0.0.0.0:9090"), also serves GET
+	// /healthz, /readyz and /metrics on a listener of their own, outside
+	// MaxConnections, so that probes and scrapes still get through while
+	// callers fill the API's listener. Absent: none.
+	AdminListen string `yaml:"admin_listen"`
 	// AllowedOrigins are the browser origins allowed besides the API's own
 	// ("*": any); see http_auth.go.
 	AllowedOrigins []string `yaml:"allowed_origins"`

@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+)
 
 // DefaultMaxWaiting is http.max_waiting's default, the API's
 // (api.DefaultMaxWaiting): about a second of what a 2-core host answers
@@ -79,7 +82,8 @@ func (c *Config) holdBounds() []holdBound {
 
 // validateWaiting checks the bounds of holdBounds and the waiting and
 // reading byte bounds: positive, and a tenant's no larger than the
-// instance's; and http.max_connections: not negative.
+// instance's; http.max_connections: not negative; http.admin_listen:
+// host:port, not http.listen's.
 func (c *Config) validateWaiting() Errors {
 	var errs Errors
 	h := c.HTTP
@@ -107,6 +111,13 @@ func (c *Config) validateWaiting() Errors {
 	}
 	if h.MaxConnections < 0 {
 		errs = append(errs, c.ErrorAt("must not be negative (0 or absent: the default, 16384)", "http", "max_connections"))
+	}
+	if h.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(h.AdminListen); err != nil {
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%q is not host:port (%v)", h.AdminListen, err), "http", "admin_listen"))
+		} else if h.AdminListen == h.Listen {
+			errs = append(errs, c.ErrorAt(fmt.Sprintf("%q is http.listen's address: give the admin listener one of its own", h.AdminListen), "http", "admin_listen"))
+		}
 	}
 	for _, b := range c.holdBounds() {
 		at := func(key string) []string { return append(append([]string{}, b.path...), key) }

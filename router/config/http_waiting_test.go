@@ -111,6 +111,8 @@ func TestHTTPMaxReadingBytesAndConnectionsDefaultsAndErrors(t *testing.T) {
 		{"http:\n  max_reading_bytes: 100\n", `sb.yaml:2: http.max_reading_bytes: 100 bytes is too small: at least 65536`},
 		{"http:\n  max_reading_bytes: 1048576\n  max_reading_bytes_per_tenant: 2097152\n", `sb.yaml:3: http.max_reading_bytes_per_tenant: 2097152 is more than max_reading_bytes 1048576`},
 		{"http:\n  max_connections: -1\n", `sb.yaml:2: http.max_connections: must not be negative`},
+		{"http:\n  admin_listen: \"9090\"\n", `sb.yaml:2: http.admin_listen: "9090" is not host:port`},
+		{"http:\n  listen: 127.0.0.1:8080\n  admin_listen: 127.0.0.1:8080\n", `sb.yaml:3: http.admin_listen: "127.0.0.1:8080" is http.listen's address`},
 	} {
 		_, err := config.Parse("sb.yaml", []byte(tc.yaml+routes), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, config.ErrInvalid) {
