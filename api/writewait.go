@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,7 +25,7 @@ import (
 // timer on the injected clock runs while the write is under way; when it
 // fires, the connection's write deadline is set in the past, which ends the
 // blocked write at once. The write fails (errWriteTimeout), so do all later
-// ones; net/http cancels the request's context and closes the connection
+// ones, and the request's context ends; net/http closes the connection
 // once the handler returns, and the handler's slots (stream, wait) come back
 // as it does. switchboard_api_write_timeouts_total counts them by route.
 //
@@ -159,6 +160,14 @@ func WriteTimedOut(w http.ResponseWriter) bool {
 // boundWrites applies the write wait to next's answers.
 func (s *Server) boundWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request's context ends with a timeout too: net/http ends it
+		// only when a write on the connection fails, and the timer may
+		// fire as a write completes, leaving later writes to fail here
+		// without reaching the connection (the MCP SDK waits on the
+		// context, not on its writes' errors).
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		r = r.WithContext(ctx)
 		b := &boundedWriter{
 			ResponseWriter: w,
 			rc:             http.NewResponseController(w),
@@ -170,6 +179,7 @@ func (s *Server) boundWrites(next http.Handler) http.Handler {
 					route = rctx.RoutePattern()
 				}
 				s.metrics.writeTimeouts.WithLabelValues(route).Inc()
+				cancel()
 			},
 		}
 		next.ServeHTTP(b, r)
