@@ -52,6 +52,7 @@ type boundedWriter struct {
 	expired func() // counts a timeout (once)
 
 	mu       sync.Mutex
+	busy     bool // a write or flush is under way
 	timedOut bool
 	flushed  bool  // the answer went out in part: its encoding is settled
 	written  int64 // bytes handed to Write
@@ -69,27 +70,35 @@ func (b *boundedWriter) bound(op func() error) error {
 		b.mu.Unlock()
 		return errWriteTimeout
 	}
+	b.busy = true
 	b.mu.Unlock()
 	t := b.clock.AfterFunc(b.wait, b.expire)
 	err := op()
 	t.Stop()
-	if err != nil && b.hasTimedOut() {
+	b.mu.Lock()
+	b.busy = false
+	timedOut := b.timedOut
+	b.mu.Unlock()
+	if err != nil && timedOut {
 		err = fmt.Errorf("%w: %w", errWriteTimeout, err)
 	}
 	return err
 }
 
 // expire is the timer's: it ends the write in progress, and every later
-// one.
+// one. A timer that fires as its write returns does nothing: the deadline
+// is set under the lock the write's end takes, so never on a connection
+// whose writes are done (a keep-alive connection's next answer).
 func (b *boundedWriter) expire() {
 	b.mu.Lock()
-	first := !b.timedOut
-	b.timedOut = true
-	b.mu.Unlock()
-	_ = b.rc.SetWriteDeadline(aLongTimeAgo)
-	if first && b.expired != nil {
-		b.expired()
+	if !b.busy || b.timedOut {
+		b.mu.Unlock()
+		return
 	}
+	b.timedOut = true
+	_ = b.rc.SetWriteDeadline(aLongTimeAgo)
+	b.mu.Unlock()
+	b.expired()
 }
 
 func (b *boundedWriter) hasTimedOut() bool {
