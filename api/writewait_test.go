@@ -8,10 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/apitest"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -30,35 +28,6 @@ func stalledClient(t *testing.T, h *harness, request string) {
 	if _, err := c.Write([]byte(request)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// writeTimeouts reads switchboard_api_write_timeouts_total for route.
-func writeTimeouts(t *testing.T, reg prometheus.Gatherer, route string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "switchboard_api_write_timeouts_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelIs(m, "route", route) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func labelIs(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }
 
 // untilWriteWaitEnds advances the fake clock by the write wait until cond
@@ -96,7 +65,7 @@ func TestEventsStreamWriteWait(t *testing.T) {
 	untilWriteWaitEnds(t, h, "the stalled stream ended", func() bool {
 		return metricValue(t, h.reg, "switchboard_sse_streams") == 0
 	})
-	if got := writeTimeouts(t, h.reg, "/v1/intents/{id}/events"); got != 1 {
+	if got := apitest.CounterWith(t, h.reg, "switchboard_api_write_timeouts_total", "route", "/v1/intents/{id}/events"); got != 1 {
 		t.Fatalf("write timeouts of the events route = %v, want 1", got)
 	}
 	if events, bytes := h.results.WatchOverflows(); events != 0 || bytes != 0 {
@@ -127,7 +96,7 @@ func TestWaitAnswerWriteWait(t *testing.T) {
 	untilWriteWaitEnds(t, h, "the stalled answer ended", func() bool {
 		return metricValue(t, reg, "switchboard_api_waiting_callers") == 0
 	})
-	if got := writeTimeouts(t, h.reg, "/v1/intents"); got != 1 {
+	if got := apitest.CounterWith(t, h.reg, "switchboard_api_write_timeouts_total", "route", "/v1/intents"); got != 1 {
 		t.Fatalf("write timeouts of POST /v1/intents = %v, want 1", got)
 	}
 }

@@ -284,26 +284,14 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 			poll = nil
 			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: 100 * time.Millisecond})
 		case <-deadline.Chan():
-			return &sdk.CallToolResult{
-				IsError: true,
-				Meta:    sdk.Meta{"intent_id": id},
-				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
-					"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)}},
-			}, nil
+			return noResult(id, fmt.Sprintf(
+				"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)), nil
 		case <-gone:
-			return &sdk.CallToolResult{
-				IsError: true,
-				Meta:    sdk.Meta{"intent_id": id},
-				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
-					"the client did not read this call's stream within the write wait; intent %s goes on: look it up with GET /v1/intents/%s", id, id)}},
-			}, nil
+			return noResult(id, fmt.Sprintf(
+				"the client did not read this call's stream within the write wait; intent %s goes on: look it up with GET /v1/intents/%s", id, id)), nil
 		case <-e.stopped:
-			return &sdk.CallToolResult{
-				IsError: true,
-				Meta:    sdk.Meta{"intent_id": id},
-				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
-					"the server is shutting down; intent %s goes on: look it up with GET /v1/intents/%s or on another instance", id, id)}},
-			}, nil
+			return noResult(id, fmt.Sprintf(
+				"the server is shutting down; intent %s goes on: look it up with GET /v1/intents/%s or on another instance", id, id)), nil
 		case <-ctx.Done():
 			if req.Session.ID() == "" {
 				// Stateless (2026-07-28): the client closed the request,
@@ -314,6 +302,16 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 			}
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// noResult is the tool error of a call that stops waiting for its intent's
+// result: text says why and where to look for it.
+func noResult(id, text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{
+		IsError: true,
+		Meta:    sdk.Meta{"intent_id": id},
+		Content: []sdk.Content{&sdk.TextContent{Text: text}},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/api"
+	"github.com/switchboard-mcp/switchboard/api/apitest"
 	"github.com/switchboard-mcp/switchboard/api/mcp"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
@@ -88,32 +89,10 @@ func TestCallStreamWriteWait(t *testing.T) {
 	if waited := h.clock.Since(start); waited >= time.Hour {
 		t.Fatalf("the slot came back after %v of the call's 24 h wait", waited)
 	}
-	if n := writeTimeouts(t, h.reg, api.MCPPath); n != 1 {
+	if n := apitest.CounterWith(t, h.reg, "switchboard_api_write_timeouts_total", "route", api.MCPPath); n != 1 {
 		t.Fatalf("write timeouts of /mcp = %v, want 1", n)
 	}
 	if c := h.pub.Cancels(); len(c) != 0 {
 		t.Fatalf("the intent was cancelled: %+v", c)
 	}
-}
-
-// writeTimeouts reads switchboard_api_write_timeouts_total for route.
-func writeTimeouts(t *testing.T, reg prometheus.Gatherer, route string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "switchboard_api_write_timeouts_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "route" && l.GetValue() == route {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
