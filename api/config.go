@@ -96,6 +96,10 @@ type Config struct {
 	// WriteWait is the longest one write to a WebSocket client may take, and
 	// how long a closing connection waits for the client's close frame. It is
 	// enforced by the keepalive check, so within WriteWait+PingPeriod.
+	// It also bounds, exactly, each write and flush of the answers of POST
+	// /v1/intents (?wait, ?stream=sse), GET /v1/intents/{id} and its events,
+	// and of a handler mounted with WithMCP: past it the connection is
+	// closed (writewait.go).
 	WriteWait time.Duration
 
 	// MaxMessageBytes caps one message from a WebSocket client; a larger one

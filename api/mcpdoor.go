@@ -43,11 +43,14 @@ func TenantFrom(ctx context.Context) (string, bool) {
 }
 
 // mountMCP routes MCPPath (POST, GET and DELETE, as Streamable HTTP uses
-// them) to the MCP handler, or to 404 without one.
+// them) to the MCP handler, its writes bounded by the write wait
+// (writewait.go), or to 404 without one.
 func (s *Server) mountMCP(h http.Handler) {
 	s.mcp = h
 	if h == nil {
 		h = http.HandlerFunc(s.notFound)
+	} else {
+		h = s.boundWrites(h)
 	}
 	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 		s.router.Method(m, MCPPath, h)

@@ -14,6 +14,7 @@ type metrics struct {
 	wsSent        prometheus.Counter
 	wsSlow        prometheus.Counter
 	wsHandoffs    prometheus.Counter
+	writeTimeouts *prometheus.CounterVec // route (writewait.go)
 	securityMetrics
 }
 
@@ -45,7 +46,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Writes to a WebSocket client handed from its flush shard to the connection's own writer: the socket did not take the write whole (the client reads slower than results arrive), or another write to it was under way.",
 		}),
 	}
-	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow, m.wsHandoffs}
+	m.writeTimeouts = newWriteTimeouts()
+	cs := []prometheus.Collector{m.requests, m.duration, m.wsConnections, m.wsSent, m.wsSlow, m.wsHandoffs, m.writeTimeouts}
 	cs = append(cs, m.collectors()...)
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

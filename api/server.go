@@ -205,9 +205,10 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Use(s.observe, s.limitBody, s.recoverer, s.guard, s.reserveBody)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
-	r.Post("/v1/intents", s.submitIntent)
-	r.Get("/v1/intents/{id}", s.getIntent)
-	r.Get("/v1/intents/{id}/events", s.serveEvents)
+	bounded := r.With(s.boundWrites) // writewait.go
+	bounded.Post("/v1/intents", s.submitIntent)
+	bounded.Get("/v1/intents/{id}", s.getIntent)
+	bounded.Get("/v1/intents/{id}/events", s.serveEvents)
 	r.Delete("/v1/intents/{id}", s.cancelIntent)
 	r.Get("/v1/stream", s.serveStream)
 	r.Get("/v1/contexts/{entity_id}", s.getContext)

@@ -50,7 +50,9 @@ import (
 // in a buffer of Config.SendQueue events and Config.SendQueueBytes bytes of
 // progress records (estimated); a client that falls further behind gets an
 // error event (code slow_consumer) and the stream ends: it reconnects with
-// its Last-Event-ID. switchboard_api_watch_overflows_total counts them. Streams count against
+// its Last-Event-ID. switchboard_api_watch_overflows_total counts them. A
+// client that stops reading is cut once a write has waited Config.WriteWait
+// (writewait.go). Streams count against
 // Config.MaxConnectionsPerTenant like WebSocket connections.
 
 // Error codes of the event stream.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,6 +299,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.sessions.ServeHTTP(w, r)
+	// A client that did not take a write of the call's stream within the
+	// write wait (the API bounds /mcp's writes) is gone for its answer:
+	// the call stops waiting and gives its slot back (a stateless call's
+	// context ends with the request).
+	if ci, ok := oneCall(msgs); ok && api.WriteTimedOut(w) {
+		e.calls.abandon(tenant, sid, ci.ID)
+	}
 }
 
 // wireMsg is the part of a JSON-RPC message the endpoint reads before the
@@ -408,59 +414,6 @@ func (e *Endpoint) cancel(tenant, intentID, reason string) {
 	if err := e.cfg.Publisher.PublishCancel(ctx, c); err != nil {
 		e.cfg.Logger.Warn("publish cancel failed", slog.String("intent_id", intentID), slog.Any("error", err))
 	}
-}
-
-// callRegistry maps the calls in flight on this instance, by (tenant,
-// session, JSON-RPC id), to their intent ids: notifications/cancelled
-// names a request, not an intent.
-type callRegistry struct {
-	mu    sync.Mutex
-	calls map[string]*inFlight
-}
-
-// inFlight is one call in flight: its intent, and whether its cancel
-// record was written (once: by the notification or by the closed request,
-// whichever comes first).
-type inFlight struct {
-	intentID  string
-	cancelled bool
-}
-
-func newCallRegistry() *callRegistry { return &callRegistry{calls: map[string]*inFlight{}} }
-
-func callKey(tenant, session string, id json.RawMessage) string {
-	return tenant + "\x00" + session + "\x00" + strings.TrimSpace(string(id))
-}
-
-func (c *callRegistry) add(tenant, session string, id json.RawMessage, intentID string) func() {
-	if len(id) == 0 {
-		return func() {}
-	}
-	k := callKey(tenant, session, id)
-	f := &inFlight{intentID: intentID}
-	c.mu.Lock()
-	c.calls[k] = f
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		if c.calls[k] == f {
-			delete(c.calls, k)
-		}
-		c.mu.Unlock()
-	}
-}
-
-// claimCancel returns the intent of the call in flight, and true if its
-// cancel record is still to be written (the caller writes it).
-func (c *callRegistry) claimCancel(tenant, session string, id json.RawMessage) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f, ok := c.calls[callKey(tenant, session, id)]
-	if !ok || f.cancelled {
-		return "", false
-	}
-	f.cancelled = true
-	return f.intentID, true
 }
 
 // initializeVersion returns the protocol version an initialize request

@@ -41,6 +41,7 @@ type harness struct {
 	results *api.Results
 	ts      *httptest.Server
 	ep      *mcp.Endpoint
+	reg     *prometheus.Registry // the API's
 	bg      sync.WaitGroup
 }
 
@@ -141,6 +142,7 @@ func newHarnessWith(t *testing.T, progress mcp.ProgressSource, edit func(*mcp.Co
 	}
 	h.ep = ep
 	reg := prometheus.NewRegistry()
+	h.reg = reg
 	cfg := api.Config{Listen: "127.0.0.1:0", Auth: api.AuthConfig{Required: true, APIKeys: []api.Key{
 		{Name: "acme", Tenant: "acme", SHA256: sha256.Sum256([]byte(keyAcme))},
 		{Name: "other", Tenant: "other", SHA256: sha256.Sum256([]byte(keyOther))},

@@ -181,7 +181,8 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 	defer release()
 	// Registered before publishing: a notifications/cancelled may follow
 	// the publish at once.
-	defer e.calls.add(tenant, session, ci.ID, id)()
+	gone, remove := e.calls.add(tenant, session, ci.ID, id)
+	defer remove()
 	if res == nil {
 		if ref, stored := e.admit(ctx, t, tenant, id); ref != nil {
 			return overloaded(ref), nil
@@ -218,7 +219,7 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) (sdk.
 		})
 		defer stop()
 	}
-	return e.await(ctx, req, t, id, ci.ID, wait)
+	return e.await(ctx, req, t, id, ci.ID, wait, gone)
 }
 
 // admit asks admission about a call before anything is published. A
@@ -262,9 +263,10 @@ func tenantPtr(req sdk.Request) *string {
 }
 
 // await waits for the intent's result: up to its deadline (the intent
-// type's timeout from now) plus ResultGrace, or until the call is
-// cancelled.
-func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.IntentTypeInfo, id string, rpcID json.RawMessage, wait <-chan *schemas.IntentResult) (sdk.Result, error) {
+// type's timeout from now) plus ResultGrace, until the call is cancelled,
+// or until its client is gone for the answer (gone: its stream was cut at
+// the write wait).
+func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.IntentTypeInfo, id string, rpcID json.RawMessage, wait <-chan *schemas.IntentResult, gone <-chan struct{}) (sdk.Result, error) {
 	limit := time.Duration(t.TimeoutMs)*time.Millisecond + e.cfg.ResultGrace
 	deadline := e.cfg.Clock.NewTimer(limit)
 	defer deadline.Stop()
@@ -282,19 +284,14 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 			poll = nil
 			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: 100 * time.Millisecond})
 		case <-deadline.Chan():
-			return &sdk.CallToolResult{
-				IsError: true,
-				Meta:    sdk.Meta{"intent_id": id},
-				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
-					"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)}},
-			}, nil
+			return noResult(id, fmt.Sprintf(
+				"no result for intent %s within %s; it may still resolve: look it up with GET /v1/intents/%s or call it as a task", id, limit, id)), nil
+		case <-gone:
+			return noResult(id, fmt.Sprintf(
+				"the client did not read this call's stream within the write wait; intent %s goes on: look it up with GET /v1/intents/%s", id, id)), nil
 		case <-e.stopped:
-			return &sdk.CallToolResult{
-				IsError: true,
-				Meta:    sdk.Meta{"intent_id": id},
-				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(
-					"the server is shutting down; intent %s goes on: look it up with GET /v1/intents/%s or on another instance", id, id)}},
-			}, nil
+			return noResult(id, fmt.Sprintf(
+				"the server is shutting down; intent %s goes on: look it up with GET /v1/intents/%s or on another instance", id, id)), nil
 		case <-ctx.Done():
 			if req.Session.ID() == "" {
 				// Stateless (2026-07-28): the client closed the request,
@@ -305,6 +302,16 @@ func (e *Endpoint) await(ctx context.Context, req *sdk.CallToolRequest, t api.In
 			}
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// noResult is the tool error of a call that stops waiting for its intent's
+// result: text says why and where to look for it.
+func noResult(id, text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{
+		IsError: true,
+		Meta:    sdk.Meta{"intent_id": id},
+		Content: []sdk.Content{&sdk.TextContent{Text: text}},
 	}
 }
 

@@ -85,10 +85,15 @@ type JWT struct {
 // reports (mcp.WatchProgress); the memory budget counts StreamQueuesCounted
 // of them.
 type WebSocket struct {
-	SendQueue               int      `yaml:"send_queue"`
-	SendQueueBytes          int      `yaml:"send_queue_bytes"`
-	PingPeriod              Duration `yaml:"ping_period"`
-	PongWait                Duration `yaml:"pong_wait"`
+	SendQueue      int      `yaml:"send_queue"`
+	SendQueueBytes int      `yaml:"send_queue_bytes"`
+	PingPeriod     Duration `yaml:"ping_period"`
+	PongWait       Duration `yaml:"pong_wait"`
+	// WriteWait bounds one write to any streaming client: a WebSocket
+	// client's (then 1013), and every write of an event stream, of an
+	// answer to POST /v1/intents (?wait) or GET /v1/intents/{id}, and of
+	// the MCP endpoint's answers and streams (then the connection is
+	// closed; switchboard_api_write_timeouts_total).
 	WriteWait               Duration `yaml:"write_wait"`
 	MaxMessageBytes         int64    `yaml:"max_message_bytes"`
 	MaxSubscriptions        int      `yaml:"max_subscriptions"`
