@@ -55,9 +55,7 @@ func (s *Server) newAdmin(metricsHandler http.Handler, refused prometheus.Counte
 	r.Use(s.observe, s.limitBody, s.recoverer, s.guard)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", metricsHandler)
+	s.mountProbes(r, metricsHandler)
 	return &admin{
 		srv: &http.Server{
 			Handler:           r,

@@ -220,10 +220,16 @@ func (s *Server) routes(metricsHandler http.Handler) *chi.Mux {
 	r.Get("/console/{file}", s.serveConsole)
 	r.Get(wellKnownPRM, s.serveResourceMetadata)
 	r.Get(wellKnownPRMMCP, s.serveResourceMetadata)
+	s.mountProbes(r, metricsHandler)
+	return r
+}
+
+// mountProbes mounts GET /healthz, /readyz and /metrics on r: the API's
+// routes and the admin listener's (admin.go).
+func (s *Server) mountProbes(r chi.Router, metricsHandler http.Handler) {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", metricsHandler)
-	return r
 }
 
 // Handler returns the server's routes, for Run or for mounting on a server
