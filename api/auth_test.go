@@ -200,6 +200,12 @@ func TestAuthMatrix(t *testing.T) {
 		{name: "unknown API key", hdr: bearer("sk_nobody_0123456789abcdef"), status: 401, code: "invalid_api_key"},
 		{name: "unknown API key in X-API-Key", hdr: http.Header{"X-Api-Key": {"sk_nobody"}}, status: 401, code: "invalid_api_key"},
 		{name: "two credentials", hdr: with(bearer(keyAcme), "X-Api-Key", keyAcme), status: 401, code: "invalid_token"},
+		// A proxy in front may read the other one: which tenant acts is
+		// never a matter of which header a parser takes.
+		{name: "two Authorization headers", hdr: http.Header{"Authorization": {"Bearer " + keyAcme, "Bearer " + keyGlobex}}, status: 401, code: "invalid_token"},
+		{name: "two Authorization headers, the second empty", hdr: http.Header{"Authorization": {"Bearer " + keyAcme, ""}}, status: 401, code: "invalid_token"},
+		{name: "two X-API-Key headers", hdr: http.Header{"X-Api-Key": {keyAcme, keyGlobex}}, status: 401, code: "invalid_token"},
+		{name: "two bearer subprotocols", protocols: []string{"switchboard.v1", "bearer." + keyAcme, "bearer." + keyGlobex}, status: 401, code: "invalid_token", wsOnly: true},
 		{name: "basic auth", hdr: http.Header{"Authorization": {"Basic YTpi"}}, status: 401, code: "invalid_token"},
 		{name: "HS256 JWT", hdr: bearer(hs(nil))},
 		{name: "RS256 JWT", hdr: bearer(rs(nil))},

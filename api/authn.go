@@ -145,6 +145,13 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, *authError) {
 // subprotocol. More than one is an error, as is none.
 func credentialOf(r *http.Request) (cred string, isKey bool, _ *authError) {
 	var found []string
+	// A header sent twice is two credentials, never the first of them:
+	// a proxy in front may have checked the other one.
+	for _, name := range []string{"Authorization", "X-API-Key"} {
+		if n := len(r.Header.Values(name)); n > 1 {
+			return "", false, unauthorized(codeInvalidToken, "send one credential, not several (%s %d times)", name, n)
+		}
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
 		token = strings.TrimSpace(token)
