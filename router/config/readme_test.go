@@ -379,25 +379,7 @@ func TestREADMEDefaultsAreTheLoaders(t *testing.T) {
 			bk.line, k, show(want.Elem()), from, show(effective)))
 	}
 
-	// router.memory_limit_bytes derives the byte budgets a file leaves
-	// unset: those keys' lines say so, and no other's does.
-	budget, err := config.DecodeWithDefaults("with a budget", []byte(withEntries+"router: {memory_limit_bytes: 1073741824}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	derived := budget.Memory().Derived
-	if len(derived) == 0 {
-		t.Fatal("router.memory_limit_bytes derived no key")
-	}
-	for k, bk := range keys {
-		says := strings.Contains(comment(bk.text), "memory_limit_bytes")
-		switch is := slices.Contains(derived, k); {
-		case is && !says:
-			problems = append(problems, fmt.Sprintf("README.md:%d: Configuration: key %s is derived from router.memory_limit_bytes when that is set: its comment must say so", bk.line, k))
-		case !is && says && k != "router.memory_limit_bytes":
-			problems = append(problems, fmt.Sprintf("README.md:%d: Configuration: key %s's comment says it depends on router.memory_limit_bytes, but the loader derives only %s", bk.line, k, strings.Join(derived, ", ")))
-		}
-	}
+	problems = append(problems, derivedProblems(t, keys, c)...)
 
 	// The process budget the defaults imply, which 'serve' logs.
 	m := c.Memory()
@@ -406,6 +388,97 @@ func TestREADMEDefaultsAreTheLoaders(t *testing.T) {
 		problems = append(problems, fmt.Sprintf("README.md:%d: Configuration: key router.memory_limit_bytes must say the budget the defaults imply: %q", bk.line, implied))
 	}
 	report(t, problems)
+}
+
+// derivedDefaults are the keys whose default follows another key's value
+// when the file leaves them unset: their comment in the block names that
+// key, and setting it (to the value given) changes theirs.
+var derivedDefaults = map[string]struct {
+	from string
+	set  any
+}{
+	"intents.*.timeout":                   {"router.default_timeout", "7s"},
+	"intents.*.context_max_age":           {"contexts.max_age", "7s"},
+	"contexts.aggregate.features.*.hop":   {"contexts.aggregate.features.*.window", "7s"},
+	"router.max_pending_bytes_per_tenant": {"router.max_pending_bytes", 32 << 20},
+	"http.max_waiting_per_tenant":         {"http.max_waiting", 100},
+	"http.max_waiting_bytes_per_tenant":   {"http.max_waiting_bytes", 32 << 20},
+	"http.max_reading_bytes_per_tenant":   {"http.max_reading_bytes", 32 << 20},
+	"http.mcp.max_sessions_per_tenant":    {"http.mcp.max_sessions", 100},
+	"router.max_pending_bytes":            {"router.memory_limit_bytes", 256 << 20},
+	"http.max_waiting_bytes":              {"router.memory_limit_bytes", 256 << 20},
+	"http.max_reading_bytes":              {"router.memory_limit_bytes", 256 << 20},
+	"http.results_max_bytes":              {"router.memory_limit_bytes", 256 << 20},
+	"http.lookup.cache_mb":                {"router.memory_limit_bytes", 256 << 20},
+	"http.websocket.send_queue_bytes":     {"router.memory_limit_bytes", 256 << 20},
+}
+
+// derivedProblems checks derivedDefaults against the block and the loader,
+// and that every key router.memory_limit_bytes derives (Memory().Derived)
+// is listed, and no other key's comment says it depends on that budget.
+func derivedProblems(t *testing.T, keys map[string]blockKey, base *config.Config) []string {
+	t.Helper()
+	var problems []string
+	for k, d := range derivedDefaults {
+		bk, ok := keys[k]
+		if !ok {
+			continue // TestREADMEListsEveryKey says so
+		}
+		last := d.from[strings.LastIndex(d.from, ".")+1:]
+		if !regexp.MustCompile(`\b` + last + `\b`).MatchString(comment(bk.text)) {
+			problems = append(problems, fmt.Sprintf("README.md:%d: Configuration: key %s's default is derived from %s: its comment must say so", bk.line, k, d.from))
+		}
+		c, err := config.DecodeWithDefaults("with "+d.from, withEntriesSetting(t, d.from, d.set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		was, _ := valueAt(base, k)
+		now, _ := valueAt(c, k)
+		if reflect.DeepEqual(was.Interface(), now.Interface()) {
+			problems = append(problems, fmt.Sprintf("router/config/readme_test.go: derivedDefaults: key %s stays %s when %s is %v: it is not derived from it any more", k, show(now), d.from, d.set))
+		}
+	}
+	budget, err := config.DecodeWithDefaults("with a budget", withEntriesSetting(t, "router.memory_limit_bytes", 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived := budget.Memory().Derived
+	for _, k := range derived {
+		if derivedDefaults[k].from != "router.memory_limit_bytes" {
+			problems = append(problems, fmt.Sprintf("router/config/readme_test.go: derivedDefaults: key %s is derived from router.memory_limit_bytes: list it", k))
+		}
+	}
+	for k, bk := range keys {
+		if strings.Contains(comment(bk.text), "memory_limit_bytes") && k != "router.memory_limit_bytes" && !slices.Contains(derived, k) {
+			problems = append(problems, fmt.Sprintf("README.md:%d: Configuration: key %s's comment says it depends on router.memory_limit_bytes, but the loader derives only %s", bk.line, k, strings.Join(derived, ", ")))
+		}
+	}
+	return problems
+}
+
+// withEntriesSetting is withEntries with key set to v.
+func withEntriesSetting(t *testing.T, key string, v any) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(withEntries), &doc); err != nil {
+		t.Fatal(err)
+	}
+	m := doc
+	parts := strings.Split(strings.ReplaceAll(key, "*", placeholderName), ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // example reports whether key k or a section it is in is an example.
