@@ -345,6 +345,21 @@ func TestREADMEDefaultsAreTheLoaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var problems []string
+	listed := map[string]bool{}
+	for k := range apiDefaults {
+		listed[k] = true
+	}
+	for k := range accessors {
+		listed[k] = true
+	}
+	for k := range derivedDefaults {
+		listed[k] = true
+	}
+	for k := range listed {
+		if _, ok := valueAt(c, k); !ok {
+			problems = append(problems, fmt.Sprintf("router/config/readme_test.go: key %s is not a key of the loader any more: remove it from the test's lists", k))
+		}
+	}
 	for k := range examples {
 		if _, ok := keys[k]; !ok {
 			problems = append(problems, fmt.Sprintf("router/config/readme_test.go: examples: key %s is not in README.md's block any more: remove it from examples", k))
