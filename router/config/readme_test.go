@@ -185,24 +185,18 @@ func codeKeys() map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if reflect.PointerTo(t).Implements(unmarshaler) {
+		if !section(t) {
 			return
 		}
-		switch t.Kind() {
-		case reflect.Struct:
-			for k, ft := range config.YAMLFields(t) {
-				p := strings.TrimPrefix(path+"."+k, ".")
-				out[p] = ft
-				walk(ft, p)
-			}
-		case reflect.Map, reflect.Slice:
-			if e := deref(t.Elem()); e.Kind() == reflect.Struct && !reflect.PointerTo(e).Implements(unmarshaler) {
-				out[path+".*"] = t.Elem()
-				walk(e, path+".*")
-			}
+		if t = deref(t); t.Kind() != reflect.Struct {
+			out[path+".*"] = t.Elem()
+			walk(deref(t.Elem()), path+".*")
+			return
+		}
+		for k, ft := range config.YAMLFields(t) {
+			p := strings.TrimPrefix(path+"."+k, ".")
+			out[p] = ft
+			walk(ft, p)
 		}
 	}
 	walk(reflect.TypeFor[config.Config](), "")
