@@ -188,6 +188,7 @@ func TestREADMEMetricsAreTheNodes(t *testing.T) {
 		}
 	}
 	problems = append(problems, deployProblems(t, registered)...)
+	problems = append(problems, proseProblems(t, registered)...)
 	sort.Strings(problems)
 	for _, p := range problems {
 		t.Error(p)
@@ -265,4 +266,38 @@ func show(name string, labels []string) string {
 		return name
 	}
 	return name + "{" + strings.Join(labels, ",") + "}"
+}
+
+// packageMetrics are metrics the docs name that a node does not register:
+// the contexts package's publisher and aggregator register them with the
+// registerer a Go program gives them.
+var packageMetrics = map[string]bool{
+	"switchboard_context_publish_total":             true,
+	"switchboard_context_publish_suppression_ratio": true,
+	"switchboard_context_aggregate_events_total":    true,
+	"switchboard_context_aggregate_lag_seconds":     true,
+	"switchboard_context_aggregate_entities":        true,
+}
+
+var prefixedRE = regexp.MustCompile(`\bswitchboard_[a-z0-9_]*[a-z0-9]\b`)
+
+// proseProblems names the switchboard_ metrics the docs' prose names that
+// no node registers (the changelog is history, and is left alone).
+func proseProblems(t *testing.T, registered map[string][]string) []string {
+	t.Helper()
+	var problems []string
+	for _, f := range []string{"../../README.md", "../../docs/ARCHITECTURE.md", "../../docs/RUNBOOK.md", "../../deploy/README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, name := range prefixedRE.FindAllString(line, -1) {
+				if _, ok := registered[baseMetric(name, registered)]; !ok && !packageMetrics[name] {
+					problems = append(problems, fmt.Sprintf("%s:%d: %s is not a metric Switchboard registers", strings.TrimPrefix(f, "../../"), i+1, name))
+				}
+			}
+		}
+	}
+	return problems
 }
