@@ -62,7 +62,8 @@ type node struct {
 	// force, and a reload reaches the router that runs.
 	routerMu  sync.Mutex
 	router    atomic.Pointer[router.Router]
-	routerReg atomic.Pointer[prometheus.Registry] // the current router's metrics
+	reg       *metricsRegistry                // the node's metrics but the router's
+	routerReg atomic.Pointer[metricsRegistry] // the current router's metrics
 }
 
 // newRouter builds a router (a new Kafka consumer and producer) and makes it
@@ -79,7 +80,7 @@ func (n *node) newRouter() error {
 	if ks, ok := parts.Source.(*kafkaio.Source); ok {
 		ks.OnConsumerStats(n.ownLag.Observe)
 	}
-	reg := prometheus.NewRegistry()
+	reg := newMetricsRegistry()
 	r, err := router.New(cfg, n.codec, parts.Source, parts.Sink, router.WithRestorer(parts.Restorer), router.WithFallbackFeed(parts.Feed),
 		router.WithLogger(n.log.With("instance", parts.InstanceID)), router.WithRegisterer(reg), router.WithContexts(n.store),
 		router.WithTracerProvider(n.tracerProvider()), router.WithProcessMemory(n.processMemory), router.WithQueueBytes(cfg.Memory().PollQueue))
@@ -166,7 +167,8 @@ func newNode(cfg *config.Config, apiCfg api.Config, log *slog.Logger, file *conf
 	n := &node{cfg: cfg, log: log, codec: codec, kafka: settingsOf(cfg, "switchboard"), processMemory: processMemory}
 	n.live.Store(cfg)
 	n.kafka.Logger = log // librdkafka's lines, as the node's
-	reg := prometheus.NewRegistry()
+	reg := newMetricsRegistry()
+	n.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var reload api.Option
 	if file != nil {

@@ -256,7 +256,7 @@ type Router struct {
 	// this. Default 0: Go's limit is derived from the byte budgets
 	// (max_pending_bytes, http.results_max_bytes, four WebSocket send queues)
 	// plus a 64 MiB baseline, and the resident set is not watched ('serve'
-	// logs the budget that implies, 576 MiB with the defaults); see
+	// logs the budget that implies, 896 MiB with the defaults); see
 	// cmd/switchboard/memlimit.go.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DedupWindow is how long a resolved intent id is remembered, to ignore

@@ -37,7 +37,8 @@ type HTTPAuth struct {
 	// JWT verifies JWTs (HS256 and/or RS256).
 	JWT *JWT `yaml:"jwt"`
 	// PublicPaths are served without a credential. Default /healthz,
-	// /readyz and /metrics; [] makes every path need one.
+	// /readyz, /metrics and /v1/openapi.json (api.DefaultPublicPaths); []
+	// makes every path need one.
 	PublicPaths []string `yaml:"public_paths"`
 }
 

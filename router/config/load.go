@@ -79,6 +79,22 @@ func Load(path string) (*Config, error) {
 // Parse is Load on data already read. name is used in messages; lookupEnv
 // (os.LookupEnv, or nil for none) supplies the overrides.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	c, err := decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	c.applyEnv(lookupEnv)
+	c.setDefaults()
+	if errs := c.validate(c.root); len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, errs
+	}
+	return c, nil
+}
+
+// decode reads data strictly (one document, known keys, values of their
+// fields' types) into a Config without defaults.
+func decode(name string, data []byte) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, &root, err)
@@ -96,12 +112,6 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 			return nil, yamlError(name, &root, err)
 		}
-	}
-	c.applyEnv(lookupEnv)
-	c.setDefaults()
-	if errs := c.validate(&root); len(errs) > 0 {
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
-		return nil, errs
 	}
 	return c, nil
 }

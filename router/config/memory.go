@@ -8,7 +8,7 @@ import (
 
 // The process's memory budget, router.memory_limit_bytes, and the byte
 // budgets that live inside it. Without it, each budget has its default and
-// 'serve' derives Go's soft memory limit from their sum (576 MiB for the
+// 'serve' derives Go's soft memory limit from their sum (896 MiB for the
 // process with the defaults). With it, the budgets must fit inside it by
 // construction: the unset ones are derived from it (setMemoryDefaults), and
 // a file whose explicit values cannot fit is refused (validateMemory),
