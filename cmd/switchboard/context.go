@@ -123,7 +123,7 @@ tenant like intents.`, `  switchboard context publish --entity user-1 --features
 // returns a delta publisher to that topic seeded from the store (so versions
 // continue and what did not change is not published again), and what closes
 // them. The store keeps following the topic until closed.
-func seededPublisher(ctx context.Context, cfg *config.Config, codec *schemas.Codec, s kafkaio.Settings, pc contexts.PublisherConfig, log *slog.Logger) (*contexts.Publisher, func(), error) {
+func seededPublisher(ctx context.Context, cfg *config.Config, codec *schemas.Codec, s kafkaio.Settings, pc contexts.PublisherConfig, log *slog.Logger, opts ...contexts.PublisherOption) (*contexts.Publisher, func(), error) {
 	topic := cfg.Topics.ContextSnapshots
 	store, err := contexts.NewStore(kafkaio.SnapshotReader{Settings: s, Topic: topic}, codec, contexts.WithLogger(log))
 	if err != nil {
@@ -138,10 +138,10 @@ func seededPublisher(ctx context.Context, cfg *config.Config, codec *schemas.Cod
 		_ = stopStore()
 		return nil, nil, err
 	}
-	pub, err := contexts.NewPublisher(pc, sender, contexts.WithSeed(func(tenant, entity string) *schemas.ContextSnapshot {
+	pub, err := contexts.NewPublisher(pc, sender, append(opts, contexts.WithSeed(func(tenant, entity string) *schemas.ContextSnapshot {
 		e, _ := store.Get(tenant, entity)
 		return e.Snapshot
-	}))
+	}))...)
 	closeAll := func() {
 		sender.Close()
 		if err := stopStore(); err != nil {
@@ -235,6 +235,7 @@ or hopping windows. Example:
 It keeps no state: on start it re-reads the events topic from the start of
 the oldest window still open (seeking by timestamp), then follows it.`, `  switchboard context aggregate --config switchboard.yaml`, stderr)
 	c := connFlags(fs)
+	metricsAddr := fs.String("metrics-listen", "", "serve this process's metrics (the aggregator's and its publisher's, Go's, the process's) at http://`host:port`/metrics, and /healthz; off when empty")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -257,19 +258,32 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 	}
 	log := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	s := c.settings(cfg, "switchboard-aggregate")
+	var (
+		pubOpts []contexts.PublisherOption
+		aggOpts = []contexts.AggregationOption{contexts.WithAggregationLogger(log), contexts.WithHeartbeat(max(cfg.Contexts.Publish.Heartbeat.D()/2, time.Second))}
+	)
+	if *metricsAddr != "" {
+		m, err := listenMetrics(*metricsAddr)
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		pubOpts = append(pubOpts, contexts.WithPublisherRegisterer(m.reg))
+		aggOpts = append(aggOpts, contexts.WithAggregationRegisterer(m.reg))
+		m.serve(log)
+	}
 
 	// The snapshots already published seed the publisher, so that versions
 	// continue and unchanged features are not published again.
 	pc := publisherConfig(cfg)
 	pc.SourceTopic = ac.EventsTopic
-	pub, closePub, err := seededPublisher(ctx, cfg, codec, s, pc, log)
+	pub, closePub, err := seededPublisher(ctx, cfg, codec, s, pc, log, pubOpts...)
 	if err != nil {
 		return err
 	}
 	defer closePub()
 	aggCfg, format := aggregateConfig(ac)
-	agg, err := contexts.NewAggregation(aggCfg, format, kafkaio.EventReader{Settings: s, Topic: ac.EventsTopic}, pub,
-		contexts.WithAggregationLogger(log), contexts.WithHeartbeat(max(cfg.Contexts.Publish.Heartbeat.D()/2, time.Second)))
+	agg, err := contexts.NewAggregation(aggCfg, format, kafkaio.EventReader{Settings: s, Topic: ac.EventsTopic}, pub, aggOpts...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metricsServer serves a command's own metrics, for the long-running
+// commands that have no API (context aggregate): GET /metrics (Prometheus
+// text) and GET /healthz, on a listener of their own.
+type metricsServer struct {
+	reg  *prometheus.Registry
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// listenMetrics listens on addr (host:port; port 0 picks one) and returns
+// a server whose registry holds Go's and the process's collectors; the
+// command registers its own metrics in reg before serve.
+func listenMetrics(addr string) (*metricsServer, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("--metrics-listen %q: not host:port (e.g. 127.0.0.1:9102)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	return &metricsServer{
+		reg: reg, ln: ln, done: make(chan error, 1),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute},
+	}, nil
+}
+
+// serve serves until close.
+func (m *metricsServer) serve(log *slog.Logger) {
+	log.Info("metrics listening", "addr", m.ln.Addr().String())
+	go func() {
+		err := m.srv.Serve(m.ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		m.done <- err
+	}()
+}
+
+// close stops the server, giving scrapes in progress a second.
+func (m *metricsServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = m.srv.Shutdown(ctx)
+}
