@@ -204,13 +204,19 @@ func newConsumer(s Settings, what string, owned kafka.ConfigMap) (*consumer, err
 // metadata asks for the metadata of topic (nil: every topic) within
 // timeout, ending early when the brokers refuse the client.
 func (c *consumer) metadata(topic *string, timeout time.Duration) (*kafka.Metadata, error) {
-	return metadataWithin(c.GetMetadata, c.w, topic, retryClock.Now().Add(timeout))
+	return metadataWithin(nil, c.GetMetadata, c.w, topic, retryClock.Now().Add(timeout))
 }
 
 // metadataWithin asks get for metadata in short tries until deadline, so
-// that a refusal ends the wait within a second.
-func metadataWithin(get func(*string, bool, int) (*kafka.Metadata, error), w *watch, topic *string, deadline time.Time) (*kafka.Metadata, error) {
+// that a refusal, or done closing (a Ctrl-C while no broker answers), ends
+// the wait within a second.
+func metadataWithin(done <-chan struct{}, get func(*string, bool, int) (*kafka.Metadata, error), w *watch, topic *string, deadline time.Time) (*kafka.Metadata, error) {
 	for {
+		select {
+		case <-done:
+			return nil, context.Canceled
+		default:
+		}
 		md, err := get(topic, topic == nil, 1000)
 		if err == nil {
 			w.accepted()
@@ -298,5 +304,5 @@ func (a *admin) metadata(ctx context.Context, topic *string) (*kafka.Metadata, e
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	return metadataWithin(a.GetMetadata, a.w, topic, deadline)
+	return metadataWithin(ctx.Done(), a.GetMetadata, a.w, topic, deadline)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -101,5 +102,21 @@ func testEnsureTopics(t *testing.T, bootstrap string) {
 	}
 	if cache := m[prefix+".cache"]; cache.Status != kafkaio.TopicConflict || len(cache.Conflicts) != 1 {
 		t.Fatalf("fallback cache: %+v (a compacted topic must match its cleanup policy)", cache)
+	}
+}
+
+// No broker answers and the caller gives up (a Ctrl-C while serve starts):
+// the metadata wait ends with the cancellation, not with the refusal its
+// 15 s deadline would bring.
+func TestEnsureTopicsEndsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := kafkaio.EnsureTopics(ctx, kafkaio.Settings{Bootstrap: "127.0.0.1:1"}, nil, false)
+		got <- err
+	}()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("EnsureTopics after the cancel: %v, want context.Canceled", err)
 	}
 }
