@@ -238,13 +238,20 @@ func TestEventsKeepalive(t *testing.T) {
 	if ev := <-c.events; ev.event != "comment" || ev.data != "switchboard w-1" {
 		t.Fatalf("first line %+v", ev)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := h.clock.BlockUntilContext(ctx, 1); err != nil { // the stream's keepalive ticker
-		t.Fatal(err)
-	}
-	h.clock.Advance(time.Second)
-	if ev := <-c.events; ev.event != "comment" || ev.data != "keepalive" {
+	// Not BlockUntil(1) then one Advance: the first line's write has a
+	// timer of its own (the write wait) until it returns, which BlockUntil
+	// may count before the keepalive ticker exists.
+	var ev sseEvent
+	eventually(t, "a line after a PingPeriod", func() bool {
+		select {
+		case ev = <-c.events:
+			return true
+		default:
+			h.clock.Advance(time.Second)
+			return false
+		}
+	})
+	if ev.event != "comment" || ev.data != "keepalive" {
 		t.Fatalf("got %+v, want a keepalive comment", ev)
 	}
 }

@@ -96,9 +96,9 @@ func (b *boundedWriter) expire() {
 		return
 	}
 	b.timedOut = true
+	b.expired() // counted before the write it ends returns
 	_ = b.rc.SetWriteDeadline(aLongTimeAgo)
 	b.mu.Unlock()
-	b.expired()
 }
 
 func (b *boundedWriter) hasTimedOut() bool {
