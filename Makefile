@@ -48,6 +48,7 @@ setup:
 
 test:
 	$(GO) test -race -shuffle=on -count=1 ./...
+	cd deploy/bench/tracesched && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Uses the cluster in KAFKA_BOOTSTRAP if set. Otherwise starts the local broker (unless one
 # is already running on KAFKA_PORT, which it then leaves running), runs the tests and stops
