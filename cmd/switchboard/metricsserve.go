@@ -18,10 +18,10 @@ import (
 // commands that have no API (context aggregate): GET /metrics (Prometheus
 // text) and GET /healthz, on a listener of their own.
 type metricsServer struct {
-	reg  *prometheus.Registry
-	srv  *http.Server
-	ln   net.Listener
-	done chan error
+	reg    *prometheus.Registry
+	srv    *http.Server
+	ln     net.Listener
+	served chan struct{} // closed when Serve returned, once serve ran
 }
 
 // listenMetrics listens on addr (host:port; port 0 picks one) and returns
@@ -44,26 +44,32 @@ func listenMetrics(addr string) (*metricsServer, error) {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	return &metricsServer{
-		reg: reg, ln: ln, done: make(chan error, 1),
+		reg: reg, ln: ln,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute},
 	}, nil
 }
 
 // serve serves until close.
 func (m *metricsServer) serve(log *slog.Logger) {
+	m.served = make(chan struct{})
 	log.Info("metrics listening", "addr", m.ln.Addr().String())
 	go func() {
-		err := m.srv.Serve(m.ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
+		defer close(m.served)
+		if err := m.srv.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the metrics listener stopped", "addr", m.ln.Addr().String(), "error", err)
 		}
-		m.done <- err
 	}()
 }
 
-// close stops the server, giving scrapes in progress a second.
+// close stops the server, giving scrapes in progress a second, and waits
+// for it.
 func (m *metricsServer) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = m.srv.Shutdown(ctx)
+	if m.served != nil {
+		<-m.served
+	} else {
+		_ = m.ln.Close()
+	}
 }
