@@ -86,6 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			// SIGINT or SIGTERM before the command finished (say, while
+			// serve waited for a broker): that is what ended it, not the
+			// step it was on, and 130 is what a shell reports for it.
+			fmt.Fprintf(stderr, "switchboard %s: interrupted before it finished (%v)\n", c.name, err)
+			return 130
 		default:
 			fmt.Fprintf(stderr, "switchboard %s: %v\n", c.name, err)
 			return 1

@@ -310,3 +310,22 @@ func TestServeWithNoBrokerSaysWhereToLook(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s\nwant %q", code, errOut, want)
 	}
 }
+
+// A signal while serve waits for a broker ends it as interrupted (130, one
+// line saying so), not as a failure of the step it was on.
+func TestServeInterruptedWhileWaitingSaysSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sb.yaml")
+	yaml := "kafka:\n  bootstrap_servers: " + closedAddr(t) + "\nhttp:\n  listen: 127.0.0.1:0\n  auth:\n    mode: off\nagents: {a: {}}\nintents: {a: {agent: a}}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(config.EnvBootstrap, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal came before the broker answered
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"serve", "--config", path, "--insecure-no-auth"}, &out, &errOut)
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	if code != 130 || !strings.HasPrefix(lines[len(lines)-1], "switchboard serve: interrupted before it finished (") || strings.Count(errOut.String(), "switchboard serve:") != 1 {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 130 and one line saying it was interrupted", code, errOut.String())
+	}
+}

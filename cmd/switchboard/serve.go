@@ -17,12 +17,14 @@ import (
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "--config FILE", `
 Run the router and the HTTP/WebSocket API against a Kafka cluster, until
-SIGINT or SIGTERM. SIGHUP (or POST /v1/admin/reload) rereads the file and
-applies what can change without a restart (intent types, agents' admission
-and breakers: the README's "Reloading the configuration"). The config file is YAML (see deploy/examples/switchboard.yaml
-and the README's configuration reference). SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS,
-SWITCHBOARD_SCHEMA_REGISTRY_URL and SWITCHBOARD_KAFKA_SASL_USERNAME/PASSWORD
-override the file.
+SIGINT or SIGTERM (exit 0 once drained; 130 if the signal came before it
+was serving, say while it waited for a broker). SIGHUP (or POST
+/v1/admin/reload) rereads the file and applies what can change without a
+restart (intent types, agents' admission and breakers: the README's
+"Reloading the configuration"). The config file is YAML (see
+deploy/examples/switchboard.yaml and the README's configuration reference).
+SWITCHBOARD_KAFKA_BOOTSTRAP_SERVERS, SWITCHBOARD_SCHEMA_REGISTRY_URL and
+SWITCHBOARD_KAFKA_SASL_USERNAME/PASSWORD override the file.
 
 The API requires a credential on every request (http.auth: API keys and
 JWTs, whose secrets come from the environment variables the file names).
