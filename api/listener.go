@@ -39,6 +39,16 @@ func newBoundedListener(ln net.Listener, maxConns int, open *atomic.Int64, refus
 	return &boundedListener{Listener: ln, max: int64(maxConns), open: open, refused: refused}
 }
 
+// BoundListener returns ln holding at most maxConns connections open at
+// once, as the API's own listeners do: one more is accepted and closed at
+// once, unanswered, and counted in refused; Accept never waits on the
+// bound. For the commands that serve their own metrics (context aggregate
+// --metrics-listen), so that a flood on that port cannot take the
+// descriptors the process's Kafka clients need.
+func BoundListener(ln net.Listener, maxConns int, refused prometheus.Counter) net.Listener {
+	return newBoundedListener(ln, maxConns, new(atomic.Int64), refused)
+}
+
 // newConnsGauge registers switchboard_api_connections, which reads open.
 func newConnsGauge(open *atomic.Int64, reg prometheus.Registerer) error {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

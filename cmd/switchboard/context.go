@@ -263,14 +263,14 @@ the oldest window still open (seeking by timestamp), then follows it.`, `  switc
 		aggOpts = []contexts.AggregationOption{contexts.WithAggregationLogger(log), contexts.WithHeartbeat(max(cfg.Contexts.Publish.Heartbeat.D()/2, time.Second))}
 	)
 	if *metricsAddr != "" {
-		m, err := listenMetrics(*metricsAddr)
+		m, err := listenMetrics(*metricsAddr, log)
 		if err != nil {
 			return err
 		}
 		defer m.close()
 		pubOpts = append(pubOpts, contexts.WithPublisherRegisterer(m.reg))
 		aggOpts = append(aggOpts, contexts.WithAggregationRegisterer(m.reg))
-		m.serve(log)
+		m.serve()
 	}
 
 	// The snapshots already published seed the publisher, so that versions

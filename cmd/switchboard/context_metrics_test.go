@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mcp/switchboard/router/embedded"
 	"github.com/switchboard-mcp/switchboard/router/kafkaio"
@@ -115,15 +120,105 @@ contexts:
 }
 
 func TestContextAggregateMetricsListenIsValidated(t *testing.T) {
-	if _, err := listenMetrics("9102"); err == nil || !strings.Contains(err.Error(), "not host:port") {
+	if _, err := listenMetrics("9102", slog.Default()); err == nil || !strings.Contains(err.Error(), "not host:port") {
 		t.Fatalf("listenMetrics(9102): %v", err)
 	}
-	m, err := listenMetrics("127.0.0.1:0")
+	m, err := listenMetrics("127.0.0.1:0", slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.close()
-	if _, err := listenMetrics(m.ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
+	if _, err := listenMetrics(m.ln.Addr().String(), slog.Default()); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
 		t.Fatalf("a port in use: %v", err)
+	}
+}
+
+// The metrics listener holds at most maxMetricsConnections: one more is
+// closed at once, unanswered, and counted; a slot comes back when a
+// connection closes.
+func TestMetricsListenerIsBounded(t *testing.T) {
+	m, err := listenMetrics("127.0.0.1:0", slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.serve()
+	defer m.close()
+	addr := m.ln.Addr().String()
+	held := make([]net.Conn, 0, maxMetricsConnections)
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range maxMetricsConnections {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Accepted connections are counted in order: the one past the bound
+	// is closed by the server without a byte.
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = extra.Close() }()
+	if err := extra.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := extra.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the connection past the bound: read %d bytes, %v; want it closed at once", n, err)
+	}
+	_ = held[0].Close()
+	held = held[1:]
+	// The slot comes back once the server sees the close: retry the scrape
+	// until one gets through (each failed try is refused and counted too).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if !regexp.MustCompile(`(?m)^switchboard_metrics_connections_refused_total [1-9]`).Match(b) {
+				t.Fatalf("refusals not counted:\n%s", b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scrape got through after a connection closed: %v", err)
+		}
+	}
+}
+
+// failingCollector fails every collection.
+type failingCollector struct{}
+
+func (failingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- prometheus.NewDesc("switchboard_test_failing", "fails", nil, nil)
+}
+
+func (failingCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.NewInvalidMetric(prometheus.NewDesc("switchboard_test_failing", "fails", nil, nil), errors.New("broken"))
+}
+
+// A collector that fails leaves its metrics out of the scrape, not the
+// others: the aggregator's metrics stay readable.
+func TestMetricsListenerServesPastAFailingCollector(t *testing.T) {
+	m, err := listenMetrics("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.reg.MustRegister(failingCollector{})
+	m.serve()
+	defer m.close()
+	resp, err := http.Get("http://" + m.ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "go_goroutines") {
+		t.Fatalf("status %d, body:\n%.300s", resp.StatusCode, b)
 	}
 }

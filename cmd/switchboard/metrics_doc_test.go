@@ -270,8 +270,10 @@ func show(name string, labels []string) string {
 
 // packageMetrics are metrics the docs name that a node does not register:
 // the contexts package's publisher and aggregator register them with the
-// registerer a Go program gives them.
+// registerer a Go program gives them, and 'context aggregate
+// --metrics-listen' its listener's refusals (metricsserve.go).
 var packageMetrics = map[string]bool{
+	"switchboard_metrics_connections_refused_total": true,
 	"switchboard_context_publish_total":             true,
 	"switchboard_context_publish_suppression_ratio": true,
 	"switchboard_context_aggregate_events_total":    true,
