@@ -41,6 +41,10 @@ func TestPayloadFailingItsSchemaIs422(t *testing.T) {
 		{`{"intent_type":"order","payload":{"amount":-1}}`, "/payload/amount"},
 		{`{"intent_type":"order","payload":{"amount":1,"lines":[{"sku":"a"},{}]}}`, "/payload/lines/1"},
 		{`{"intent_type":"order","payload":{"amount":1,"note":"x"}}`, "/payload"},
+		// A name twice: the schema would check the last amount, an agent
+		// whose parser keeps the first would act on -1.
+		{`{"intent_type":"order","payload":{"amount":-1,"amount":1}}`, "/payload"},
+		{`{"intent_type":"order","payload":{"amount":1,"lines":[{"sku":"a","sku":"b"}]}}`, "/payload/lines/0"},
 	} {
 		resp, body := h.do("POST", "/v1/intents", tc.body)
 		var e struct {

@@ -56,6 +56,15 @@ func testPayloadFailingItsSchemaIsRejected(t *testing.T, delivery string) {
 		t.Fatalf("result %+v (error %+v)", res, res.Error)
 	}
 
+	// So is one that names a member twice: the schema would check the
+	// last amount, an agent whose parser keeps the first would act on -3.
+	h.request("dup-1", "order", `{"amount": -3, "amount": 3}`)
+	h.wait(dlq, 2)
+	if res := h.result(2); res.IntentID != "dup-1" || res.Outcome != schemas.OutcomeRejected || res.Error == nil ||
+		res.Error.Code != router.ClassInvalidPayload || !strings.Contains(res.Error.Message, `"amount" appears twice`) {
+		t.Fatalf("result %+v (error %+v)", res, res.Error)
+	}
+
 	// A payload that satisfies the schema is dispatched.
 	h.request("ok-1", "order", `{"amount": 12}`)
 	h.wait(echoTopic, 1)

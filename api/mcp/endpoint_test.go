@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -273,4 +274,20 @@ func TestDerivedIDsDependOnTenantAndSession(t *testing.T) {
 		t.Fatalf("intent ids %v: want 3 distinct", seen)
 	}
 	_ = http.StatusOK
+}
+
+// tools/call arguments that name a member twice are refused as failing the
+// input schema, and nothing is published: the schema would check one value
+// and an agent might read the other.
+func TestToolArgumentsWithADuplicateNameAreRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.post(keyAcme, hdr2026("tools/call", "fraud_check"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fraud_check","arguments":{"amount":-1,"amount":12},`+meta2026("")+`}}`)
+	res, _ := r.reply()["result"].(map[string]any)
+	text := fmt.Sprint(res["content"])
+	if res == nil || res["isError"] != true || !strings.Contains(text, `"amount" appears twice`) {
+		t.Fatalf("%d %s, want a tool error naming the duplicate", r.status, r.body)
+	}
+	if n := len(h.pub.Requests()); n != 0 {
+		t.Fatalf("%d intents published, want none", n)
+	}
 }

@@ -62,7 +62,8 @@ func (s *Schema) MarshalJSON() ([]byte, error) { return s.raw, nil }
 
 // Validate checks a JSON document (an intent's payload, or an answer)
 // against the schema. It returns nil or an *[Error] naming the first
-// failing value. Empty input is checked as JSON null.
+// failing value. Empty input is checked as JSON null. An object that names
+// a member twice fails, wherever it is (duplicateName).
 func (s *Schema) Validate(doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		doc = []byte("null")
@@ -70,6 +71,9 @@ func (s *Schema) Validate(doc []byte) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return &Error{Reason: "not JSON: " + err.Error()}
+	}
+	if path, name, dup := duplicateName(doc); dup {
+		return &Error{Path: path, Reason: fmt.Sprintf("the name %q appears twice in one object: JSON readers disagree on which value counts, so a payload checked against a schema must name each member once", name)}
 	}
 	return s.ValidateValue(v)
 }

@@ -104,3 +104,64 @@ func ExampleSchema_Validate() {
 	fmt.Println(s.Validate([]byte(`{"amount": -3}`)))
 	// Output: at /amount: minimum: got -3, want 0
 }
+
+// A payload that names a member twice fails, wherever the object is: one
+// reader would check the last value against the schema and another act on
+// the first.
+func TestValidateRefusesADuplicateName(t *testing.T) {
+	s, err := payload.Compile([]byte(order))
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := func(dup bool) string {
+		var b strings.Builder
+		b.WriteString(`{"amount": 1, "lines": [{"sku": "a", "qty": 1`)
+		for i := range 40 {
+			fmt.Fprintf(&b, `, "k%d": %d`, i, i)
+		}
+		if dup {
+			b.WriteString(`, "k17": 0`)
+		}
+		b.WriteString(`}]}`)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		doc, path, name string
+	}{
+		{`{"amount": -5, "amount": 5}`, "", "amount"},
+		{`{"amount": 5, "amount": "five"}`, "", "amount"},
+		{`{"amount": 1, "lines": [{"sku": "a", "qty": 1}, {"qty": 1, "sku": "b", "qty": 0}]}`, "/lines/1", "qty"},
+		{`{"amount": 1, "\u0061mount": 2}`, "", "amount"}, // equal once unescaped
+		{"{\"amount\": 1, \"lines\": [{\"sku\": \"a\", \"qty\": 1, \"x\\\"}\": 1, \"x\\\"}\": 2}]}", "/lines/0", `x"}`},
+		{many(true), "/lines/0", "k17"}, // past the first 16 names
+		// The same name in different objects, and in strings, is fine.
+		{`{"amount": 1, "lines": [{"sku": "amount", "qty": 1}, {"sku": "{\"qty\":1,\"qty\":2}", "qty": 2}]}`, "", ""},
+		{many(false), "", ""},
+	} {
+		err := s.Validate([]byte(tc.doc))
+		var pe *payload.Error
+		if tc.name == "" {
+			if errors.As(err, &pe) && strings.Contains(pe.Reason, "twice") {
+				t.Errorf("%.60s: %v, want no duplicate found", tc.doc, err)
+			}
+			continue
+		}
+		if !errors.As(err, &pe) || pe.Path != tc.path || !strings.Contains(pe.Reason, fmt.Sprintf("%q appears twice", tc.name)) {
+			t.Errorf("%.60s: %v, want path %q naming %q twice", tc.doc, err, tc.path, tc.name)
+		}
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	s, err := payload.Compile([]byte(order))
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc := []byte(`{"amount": 12.5, "lines": [{"sku": "abc-123", "qty": 1}, {"sku": "def-456", "qty": 3}, {"sku": "ghi-789", "qty": 2}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Validate(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
