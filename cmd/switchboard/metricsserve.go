@@ -69,13 +69,12 @@ func listenMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 
 // serve serves until close.
 func (m *metricsServer) serve() {
-	log := m.log
 	m.served = make(chan struct{})
-	log.Info("metrics listening", "addr", m.ln.Addr().String())
+	m.log.Info("metrics listening", "addr", m.ln.Addr().String())
 	go func() {
 		defer close(m.served)
 		if err := m.srv.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("the metrics listener stopped", "addr", m.ln.Addr().String(), "error", err)
+			m.log.Error("the metrics listener stopped", "addr", m.ln.Addr().String(), "error", err)
 		}
 	}()
 }

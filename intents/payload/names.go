@@ -2,6 +2,7 @@ package payload
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -69,8 +70,7 @@ func (s *nameScanner) value() {
 
 func (s *nameScanner) object() {
 	s.i++ // {
-	var seen map[string]struct{}
-	var few []string // the names so far, while there are few of them
+	var names nameSet
 	for s.dup == nil {
 		s.ws()
 		if s.b[s.i] == '}' {
@@ -82,7 +82,7 @@ func (s *nameScanner) object() {
 			s.ws()
 		}
 		name := s.name()
-		if s.seen(name, &few, &seen) {
+		if !names.add(name) {
 			s.dup, s.dupPath = &name, append([]string(nil), s.path...)
 			return
 		}
@@ -94,29 +94,33 @@ func (s *nameScanner) object() {
 	}
 }
 
-// seen records name and reports whether it was recorded before: a slice
-// for the first 16 names (no allocation beyond it), a map past them.
-func (s *nameScanner) seen(name string, few *[]string, seen *map[string]struct{}) bool {
-	if *seen == nil {
-		for _, n := range *few {
-			if n == name {
-				return true
-			}
-		}
-		if len(*few) < 16 {
-			*few = append(*few, name)
+// nameSet is one object's names: a slice while there are at most 16 of
+// them (most objects: no map to build), a map past that.
+type nameSet struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add records name and reports whether it is new.
+func (ns *nameSet) add(name string) bool {
+	if ns.many == nil {
+		if slices.Contains(ns.few, name) {
 			return false
 		}
-		*seen = make(map[string]struct{}, 32)
-		for _, n := range *few {
-			(*seen)[n] = struct{}{}
+		if len(ns.few) < 16 {
+			ns.few = append(ns.few, name)
+			return true
+		}
+		ns.many = make(map[string]struct{}, 32)
+		for _, n := range ns.few {
+			ns.many[n] = struct{}{}
 		}
 	}
-	if _, ok := (*seen)[name]; ok {
-		return true
+	if _, ok := ns.many[name]; ok {
+		return false
 	}
-	(*seen)[name] = struct{}{}
-	return false
+	ns.many[name] = struct{}{}
+	return true
 }
 
 func (s *nameScanner) array() {
