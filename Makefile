@@ -61,15 +61,15 @@ test:
 UNRACED_INTEGRATION := ^TestAnyInstanceAnswersForAnyIntentApacheKafka$$
 test-integration:
 	@run() { \
-		local rc=0 race=( $(GO) test -v -race -count=1 -timeout 25m -tags integration -p 1 ); \
+		local rc=0 race=( $(GO) test -v -race -count=1 -timeout 25m -tags integration -p 1 ) \
+			unraced=( $(GO) test -v -count=1 -timeout 15m -tags integration -run '$(UNRACED_INTEGRATION)' ./cmd/switchboard ); \
 		if [[ -n '$(INTEGRATION_RUN)' ]]; then \
 			echo "test-integration: $${race[*]} -run '$(INTEGRATION_RUN)' ./..."; "$${race[@]}" -run '$(INTEGRATION_RUN)' ./... || rc=$$?; \
 			return $$rc; \
 		fi; \
 		echo "test-integration: $${race[*]} -skip '$(UNRACED_INTEGRATION)' ./..."; \
 		"$${race[@]}" -skip '$(UNRACED_INTEGRATION)' ./... || rc=$$?; \
-		echo "test-integration: $(GO) test -v -count=1 -timeout 15m -tags integration -run '$(UNRACED_INTEGRATION)' ./cmd/switchboard"; \
-		$(GO) test -v -count=1 -timeout 15m -tags integration -run '$(UNRACED_INTEGRATION)' ./cmd/switchboard || rc=$$?; \
+		echo "test-integration: $${unraced[*]}"; "$${unraced[@]}" || rc=$$?; \
 		return $$rc; \
 	}; \
 	if [[ -n $${KAFKA_BOOTSTRAP:-} ]]; then \
