@@ -29,7 +29,7 @@ var _ delivery = (*atLeastOnce)(nil)
 func newAtLeastOnce(r *Router) *atLeastOnce {
 	d := &atLeastOnce{r: r}
 	d.tr = newTracker(d.storeOffset)
-	r.engine.deferred.on, r.engine.deferred.release = true, d.tr.release
+	r.engine.deferred.on, r.engine.deferred.release, r.engine.deferred.after = true, d.tr.release, d.after
 	return d
 }
 
@@ -73,12 +73,38 @@ func (d *atLeastOnce) ack(a port.Ack) {
 		d.tr.fail(t)
 		d.r.fail(fmt.Errorf("router: delivery to %s failed: %w", o.Topic, a.Err))
 	} else if next := o.Then; next != nil {
-		// What waited for o (a resolution marker for its result) goes now,
-		// before o's hold on t is released: t's offset waits for it too.
+		// What waited for o goes now: a resolution marker for its result,
+		// before o's hold on t is released (t's offset waits for it too),
+		// or an intent's state for its dispatch, with its own track (after).
 		o.Then = nil
-		d.produce(next, t)
+		nt := t
+		if own, ok := next.Cause.(*track); ok {
+			nt = own
+		}
+		d.produce(next, nt)
+		if nt != t {
+			d.tr.release(nt) // after's hold
+		}
 	}
+	o.Cause = acknowledged{}
 	d.tr.release(t)
+}
+
+// acknowledged is the Cause of an output once the broker has acknowledged
+// it: after then produces at once.
+type acknowledged struct{}
+
+// after produces o, waited for by t, once the broker has acknowledged first
+// (at once if it has): an intent's state after its dispatch (engine.save).
+// first is a dispatch, which has no Then of its own.
+func (d *atLeastOnce) after(first, o *port.Output, t *track) {
+	if _, ok := first.Cause.(acknowledged); ok {
+		d.produce(o, t)
+		return
+	}
+	t.hold()
+	o.Cause = t
+	first.Then = o
 }
 
 func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func() {} }

@@ -66,6 +66,7 @@ type pending struct {
 	timer       timeouts.Timer
 	persisted   bool         // written to the pending changelog: its resolution writes a tombstone
 	unsaved     *port.Output // its newest changelog record, not written yet (engine.deferred)
+	sent        *port.Output // engine.deferred: its newest dispatch, until its state is written after it (save)
 	unsavedAt   int64        // when its first state not written yet was made
 	holds       []*track     // the records its unsaved record was caused by, held
 	heldSince   int64        // past its deadline, waiting for the responses to catch up (0: not held)
@@ -80,16 +81,6 @@ type pending struct {
 	spans          *intentSpans  // tracing.go; nil: tracing off, or not started
 
 	idKey []byte // id as a record key, made once and shared by its outputs (see keyBytes)
-}
-
-// keyBytes is p's id as a record key. Its outputs share it (a sink copies
-// or keeps it, never changes it), so an intent's four or five outputs cost
-// one conversion.
-func (p *pending) keyBytes() []byte {
-	if p.idKey == nil {
-		p.idKey = []byte(p.id)
-	}
-	return p.idKey
 }
 
 // emitFunc hands an output to the sink; a non-nil track waits for its
@@ -339,7 +330,11 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 		e.unpersisted(p, nowMs, t)
 		return
 	}
-	e.toAgent(e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)}), t)
+	sent := e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)})
+	e.toAgent(sent, t)
+	if e.deferred.on {
+		p.sent = sent
+	}
 	a := p.agent
 	a.inFlight++
 	if a.rate > 0 {

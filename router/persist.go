@@ -42,11 +42,13 @@ func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 // waits commit_interval instead of going out at once, so that an intent
 // resolved meanwhile writes only its resolution marker. queue holds the
 // intents whose state waits, in the order their first unwritten state was
-// made; release drops a hold on a track (the tracker's).
+// made; release drops a hold on a track (the tracker's); after produces an
+// output once another one is acknowledged (atLeastOnce.after).
 type deferredStates struct {
 	on      bool
 	queue   []*pending
 	release func(*track)
+	after   func(first, o *port.Output, t *track)
 }
 
 // saveStates writes every pending-changelog record that waits
@@ -108,18 +110,32 @@ func (e *engine) ageStates(nowMs, waitMs int64) {
 
 // save writes p's waiting state, if it still has one (a resolution since
 // took its holds and wrote its marker instead).
+//
+// A state that says p was dispatched goes out only once that dispatch is
+// acknowledged (deferred.after). Written before it, a crash that lost the
+// dispatch (still in the producer's queue) left a state saying in flight:
+// the next owner restored p as dispatched, took its request, read again,
+// for a duplicate, and waited for an answer to a dispatch no agent ever
+// saw, until p fell back at its deadline. A dispatch made when a queue
+// moved or a retry fell due counts against no record, so nothing else
+// ordered the two; one made for its request did only when acknowledged
+// within commit_interval.
 func (e *engine) save(p *pending) {
-	o := p.unsaved
+	o, sent := p.unsaved, p.sent
 	if o == nil {
 		return
 	}
-	p.unsaved = nil
+	p.unsaved, p.sent = nil, nil
 	if !e.isPending(p) { // dropped: its partition went, and its holds with it
 		e.dropHolds(p)
 		return
 	}
 	cause := e.joinHolds(p, nil)
-	e.emit(o, cause)
+	if sent != nil {
+		e.deferred.after(sent, o, cause)
+	} else {
+		e.emit(o, cause)
+	}
 	e.unhold(cause, nil)
 }
 
@@ -131,6 +147,7 @@ func (e *engine) resolving(p *pending, cause *track) *track {
 		p.unsaved = nil
 		e.m.statesSkipped.Inc()
 	}
+	p.sent = nil
 	return e.joinHolds(p, cause)
 }
 
@@ -172,6 +189,16 @@ func (e *engine) dropHolds(p *pending) {
 // (a scoped key would hash elsewhere).
 func (p *pending) changelog(topic string, state []byte) port.Output {
 	return port.Output{Topic: topic, Partition: &p.partition, Key: p.logKeyBytes(), Value: state}
+}
+
+// keyBytes is p's id as a record key. Its outputs share it (a sink copies
+// or keeps it, never changes it), so an intent's four or five outputs cost
+// one conversion.
+func (p *pending) keyBytes() []byte {
+	if p.idKey == nil {
+		p.idKey = []byte(p.id)
+	}
+	return p.idKey
 }
 
 // logKeyBytes is p's changelog key as the bytes of a record key, made once

@@ -584,13 +584,13 @@ func TestOffsetsWaitForAcknowledgement(t *testing.T) {
 	h.sink.Hold()
 	h.request("o-1", "echo", `{}`)
 	h.wait(echoTopic, 1)
-	h.advance(5 * time.Millisecond) // commit_interval 2ms: the state is written
-	h.wait(pendingT, 1)
+	h.advance(5 * time.Millisecond) // commit_interval 2ms: the state is due, and waits for the dispatch's acknowledgement
 	h.settle()
 	if got := h.src.Stored(reqTP); got != -1 {
 		t.Fatalf("stored %d before the dispatch was acknowledged", got)
 	}
 	h.sink.Release()
+	h.wait(pendingT, 1)
 	want := h.offset[requests]
 	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(reqTP) == want }); err != nil {
 		t.Fatalf("stored %d after acknowledgement, want %d", h.src.Stored(reqTP), want)

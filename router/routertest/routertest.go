@@ -363,18 +363,20 @@ func (s *Source) WaitUntil(ctx context.Context, cond func(*Source) bool) error {
 
 // Sink is an in-memory port.Sink that keeps every output. By default it
 // acknowledges each output at once; with Hold it keeps acknowledgements until
-// Release, so tests can check what waits for the broker.
+// Release (with HoldTopic, those of one topic's outputs until ReleaseTopic),
+// so tests can check what waits for the broker.
 type Sink struct {
-	mu      sync.Mutex
-	outputs []port.Output
-	held    []port.Ack
-	hold    bool
-	fail    map[string]error
-	acks    chan port.Ack
-	closed  bool
-	changed changes
-	gate    chan struct{} // non-nil: Produce waits for it to close (Block)
-	waiting chan struct{} // closed when a Produce waits at the gate
+	mu         sync.Mutex
+	outputs    []port.Output
+	held       []heldAck
+	hold       bool
+	holdTopics map[string]bool
+	fail       map[string]error
+	acks       chan port.Ack
+	closed     bool
+	changed    changes
+	gate       chan struct{} // non-nil: Produce waits for it to close (Block)
+	waiting    chan struct{} // closed when a Produce waits at the gate
 }
 
 var _ port.Sink = (*Sink)(nil)
@@ -412,13 +414,53 @@ func (k *Sink) Hold() {
 	k.mu.Unlock()
 }
 
-// Release sends the held acknowledgements and stops holding.
+// Release sends the held acknowledgements and stops holding (HoldTopic's
+// too).
 func (k *Sink) Release() {
 	k.mu.Lock()
 	held := k.held
-	k.held, k.hold = nil, false
+	k.held, k.hold, k.holdTopics = nil, false, nil
 	k.mu.Unlock()
-	for _, a := range held {
+	for _, h := range held {
+		k.acks <- h.ack
+	}
+}
+
+// heldAck is an acknowledgement Hold or HoldTopic keeps, and its output's
+// topic.
+type heldAck struct {
+	topic string
+	ack   port.Ack
+}
+
+// HoldTopic keeps the acknowledgements of the outputs to topic from now on,
+// until ReleaseTopic or Release: a broker slow to acknowledge one partition.
+func (k *Sink) HoldTopic(topic string) {
+	k.mu.Lock()
+	if k.holdTopics == nil {
+		k.holdTopics = map[string]bool{}
+	}
+	k.holdTopics[topic] = true
+	k.mu.Unlock()
+}
+
+// ReleaseTopic sends the held acknowledgements of topic's outputs and stops
+// holding them (Hold's others stay held).
+func (k *Sink) ReleaseTopic(topic string) {
+	k.mu.Lock()
+	delete(k.holdTopics, topic)
+	var release []port.Ack
+	keep := k.held[:0]
+	for _, h := range k.held {
+		if h.topic == topic {
+			release = append(release, h.ack)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	k.held = keep
+	k.mu.Unlock()
+	for _, a := range release {
 		k.acks <- a
 	}
 }
@@ -445,9 +487,9 @@ func (k *Sink) Produce(o *port.Output, opaque any) error {
 	}
 	k.outputs = append(k.outputs, *o)
 	a := port.Ack{Opaque: opaque, Err: k.fail[o.Topic]}
-	held := k.hold
+	held := k.hold || k.holdTopics[o.Topic]
 	if held {
-		k.held = append(k.held, a)
+		k.held = append(k.held, heldAck{topic: o.Topic, ack: a})
 	}
 	k.mu.Unlock()
 	if !held {
