@@ -72,7 +72,13 @@ func (d *atLeastOnce) ack(a port.Ack) {
 		d.r.m.deliveryFailed.Inc()
 		d.tr.fail(t)
 		d.r.fail(fmt.Errorf("router: delivery to %s failed: %w", o.Topic, a.Err))
-	} else if next := o.Then; next != nil {
+		// Not acknowledged: a state chained on o (after) is never written,
+		// so no takeover restores an intent whose dispatch failed as in flight.
+		d.tr.release(t)
+		return
+	}
+	o.Cause = acknowledged{}
+	if next := o.Then; next != nil {
 		// What waited for o goes now: a resolution marker for its result,
 		// before o's hold on t is released (t's offset waits for it too),
 		// or an intent's state for its dispatch, with its own track (after).
@@ -86,7 +92,6 @@ func (d *atLeastOnce) ack(a port.Ack) {
 			d.tr.release(nt) // after's hold
 		}
 	}
-	o.Cause = acknowledged{}
 	d.tr.release(t)
 }
 

@@ -1,6 +1,7 @@
 package router_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -147,5 +148,30 @@ func TestAtLeastOnceCrashBeforeTheDispatchIsAcknowledged(t *testing.T) {
 	b.answer("q-1", "one", `{"n":2}`)
 	if res := b.result(1); res.IntentID != "q-1" || res.Outcome != schemas.OutcomeAnswered {
 		t.Fatalf("q-1 after the takeover: %+v", res)
+	}
+}
+
+// A dispatch the broker refused is never acknowledged, so its intent's
+// state, which says it was dispatched, is never written: the record that
+// caused it stays unstored too (TestFailedDeliveryIsNeverCommitted), and
+// the partition's next owner reads the request again and dispatches it,
+// rather than restoring an intent no agent ever saw as in flight.
+func TestAtLeastOnceWritesNoStateForAFailedDispatch(t *testing.T) {
+	h := start(t, dispatchFirstConfig, config.AtLeastOnce)
+	h.sink.FailTopic(oneTopic, errors.New("broker says no"))
+	h.request("f-1", "hog", `{}`)
+	h.wait(oneTopic, 1)
+	h.request("b-1", "by", `{}`)
+	h.wait(otherTopic, 1)
+	for i := 0; h.r.Ready() == nil; i++ { // each settle is a round trip through the loop, which takes the failure
+		if i == 100 {
+			t.Fatal("router stayed ready after a failed delivery")
+		}
+		h.settle()
+	}
+	h.advance(5 * time.Millisecond)
+	h.waitState(nil, "b-1")
+	if got := h.statesOf("f-1"); len(got) != 0 {
+		t.Fatalf("f-1: %d changelog records after its dispatch failed (dispatched_at=%d), want none", len(got), got[0].DispatchedAt)
 	}
 }
