@@ -99,17 +99,20 @@ func (d *atLeastOnce) ack(a port.Ack) {
 // it: after then produces at once.
 type acknowledged struct{}
 
-// after produces o, waited for by t, once the broker has acknowledged first
-// (at once if it has): an intent's state after its dispatch (engine.save).
-// first is a dispatch, which has no Then of its own.
-func (d *atLeastOnce) after(first, o *port.Output, t *track) {
+// after chains o, waited for by t, to be produced once the broker has
+// acknowledged first, and reports true; it reports false, and does
+// nothing, when first is acknowledged already (the caller produces o
+// itself). An intent's state after its dispatch (engine.save); first is a
+// dispatch, which has no Then of its own but a state chained before
+// (engine.unchain takes it off first).
+func (d *atLeastOnce) after(first, o *port.Output, t *track) bool {
 	if _, ok := first.Cause.(acknowledged); ok {
-		d.produce(o, t)
-		return
+		return false
 	}
 	t.hold()
 	o.Cause = t
 	first.Then = o
+	return true
 }
 
 func (*atLeastOnce) commitTicks() (<-chan time.Time, func()) { return nil, func() {} }

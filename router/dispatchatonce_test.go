@@ -177,8 +177,10 @@ func TestResultsCommitWithTheirOffsets(t *testing.T) {
 	}
 	h.tx.UnblockCommits()
 	h.result(1)
-	if got := h.src.Stored(respTP); got != 1 {
-		t.Fatalf("responses offset %d once the result is visible, want 1", got)
+	// The test sink's commit makes the outputs visible, then stores the
+	// offsets: wait for the second, as a reader of both would.
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(respTP) == 1 }); err != nil {
+		t.Fatalf("responses offset %d once the result is visible, want 1: %v", h.src.Stored(respTP), err)
 	}
 	if got := h.tx.AtOnce(); got != 1 {
 		t.Fatalf("%d outputs sent outside transactions, want 1 (the dispatch)", got)

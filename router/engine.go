@@ -333,6 +333,7 @@ func (e *engine) dispatch(p *pending, nowMs int64, t *track) {
 	sent := e.arena.output(port.Output{Topic: p.agent.topic, Key: p.keyBytes(), Value: value, Headers: traceHeaders(tp)})
 	e.toAgent(sent, t)
 	if e.deferred.on {
+		e.unchain(p) // a state waiting for the previous dispatch: the one persist made replaces it
 		p.sent = sent
 	}
 	a := p.agent
@@ -566,6 +567,8 @@ func (e *engine) forgetPartition(partition int32) int {
 			}
 			e.leave(p)
 			e.drop(p)
+			e.unchain(p) // never written: another member may own the partition now
+			e.dropHolds(p)
 			n++
 		}
 	}

@@ -43,12 +43,13 @@ func (e *engine) persist(p *pending, nowMs int64, t *track) bool {
 // resolved meanwhile writes only its resolution marker. queue holds the
 // intents whose state waits, in the order their first unwritten state was
 // made; release drops a hold on a track (the tracker's); after produces an
-// output once another one is acknowledged (atLeastOnce.after).
+// output once another one is acknowledged (atLeastOnce.after), or says
+// that one is already.
 type deferredStates struct {
 	on      bool
 	queue   []*pending
 	release func(*track)
-	after   func(first, o *port.Output, t *track)
+	after   func(first, o *port.Output, t *track) bool
 }
 
 // saveStates writes every pending-changelog record that waits
@@ -119,24 +120,44 @@ func (e *engine) ageStates(nowMs, waitMs int64) {
 // saw, until p fell back at its deadline. A dispatch made when a queue
 // moved or a retry fell due counts against no record, so nothing else
 // ordered the two; one made for its request did only when acknowledged
-// within commit_interval.
+// within commit_interval. A state still waiting there is superseded
+// (unchain) by p's next state, its next dispatch or its resolution.
 func (e *engine) save(p *pending) {
-	o, sent := p.unsaved, p.sent
+	o := p.unsaved
 	if o == nil {
 		return
 	}
-	p.unsaved, p.sent = nil, nil
+	p.unsaved = nil
+	e.unchain(p)
 	if !e.isPending(p) { // dropped: its partition went, and its holds with it
 		e.dropHolds(p)
 		return
 	}
 	cause := e.joinHolds(p, nil)
-	if sent != nil {
-		e.deferred.after(sent, o, cause)
-	} else {
+	if p.sent == nil || !e.deferred.after(p.sent, o, cause) {
+		p.sent = nil // acknowledged: nothing more waits for it
 		e.emit(o, cause)
 	}
 	e.unhold(cause, nil)
+}
+
+// unchain takes p's state off its dispatch when it still waits there for
+// the acknowledgement (deferred.after): something newer of p replaces it.
+// The records it held join p's holds, so that what replaces it carries
+// them. Left there, it would be written when the dispatch is acknowledged,
+// which can be after p's resolution marker: the changelog's newest record
+// of p a state again, which the next owner restored, and p resolved twice
+// (TestPlannedRebalanceMakesNoDuplicateApacheKafka, producers lingering
+// 300 ms).
+func (e *engine) unchain(p *pending) {
+	if p.sent == nil || p.sent.Then == nil {
+		return
+	}
+	state := p.sent.Then
+	p.sent.Then = nil
+	if t, _ := state.Cause.(*track); t != nil {
+		p.holds = append(p.holds, t)
+	}
 }
 
 // resolving is joinHolds for p's resolution: a state of p not written yet
@@ -147,6 +168,7 @@ func (e *engine) resolving(p *pending, cause *track) *track {
 		p.unsaved = nil
 		e.m.statesSkipped.Inc()
 	}
+	e.unchain(p)
 	p.sent = nil
 	return e.joinHolds(p, cause)
 }

@@ -175,3 +175,39 @@ func TestAtLeastOnceWritesNoStateForAFailedDispatch(t *testing.T) {
 		t.Fatalf("f-1: %d changelog records after its dispatch failed (dispatched_at=%d), want none", len(got), got[0].DispatchedAt)
 	}
 }
+
+// An intent resolved while its state still waits for its dispatch's
+// acknowledgement never gets that state written: written when the
+// dispatch is acknowledged, after the resolution marker, it would be the
+// changelog's newest record of the intent, and the next owner would
+// restore the intent and resolve it a second time (seen at planned
+// rebalances with producers lingering 300 ms:
+// TestPlannedRebalanceMakesNoDuplicateApacheKafka). The request's offset
+// is stored once the dispatch, the result and the marker are acknowledged.
+func TestAtLeastOnceResolvedWhileItsStateWaitsForTheDispatch(t *testing.T) {
+	h := start(t, dispatchFirstConfig, config.AtLeastOnce)
+	t.Cleanup(h.sink.Release)
+	reqTP := port.TopicPartition{Topic: requests}
+	h.sink.HoldTopic(oneTopic)
+	h.request("s-1", "hog", `{}`)
+	h.wait(oneTopic, 1)
+	h.request("b-1", "by", `{}`)
+	h.wait(otherTopic, 1)
+	h.advance(5 * time.Millisecond) // s-1's state waits for the dispatch; b-1's is written
+	h.waitState(nil, "b-1")
+	h.answer("s-1", "one", `{}`)
+	h.result(1)
+	h.waitMarker("s-1")
+	if got := h.src.Stored(reqTP); got != -1 {
+		t.Fatalf("requests offset %d stored before s-1's dispatch was acknowledged", got)
+	}
+	h.sink.ReleaseTopic(oneTopic)
+	if err := h.src.WaitUntil(h.ctx, func(s *routertest.Source) bool { return s.Stored(reqTP) >= 2 }); err != nil {
+		t.Fatalf("requests offset %d once s-1's dispatch was acknowledged, want past b-1: %v", h.src.Stored(reqTP), err)
+	}
+	h.settle()
+	states := h.statesOf("s-1")
+	if len(states) != 1 || states[0].ResolvedAt == nil {
+		t.Fatalf("s-1's changelog records: %d, the last resolved=%v; want the resolution marker alone", len(states), len(states) > 0 && states[len(states)-1].ResolvedAt != nil)
+	}
+}
