@@ -114,6 +114,12 @@ type engine struct {
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
 	deferred deferredStates // at_least_once: pending states written late (persist.go)
+	// timeoutEvent is timeOut's event for the intent it resolves: resolve
+	// writes it after the result and before the resolution marker, so that
+	// under at_least_once a crash between them leaves the intent to be
+	// resolved again (a second result, which at_least_once allows), never a
+	// timeout event whose result was lost and replaced by an answer.
+	timeoutEvent *port.Output
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).
@@ -445,26 +451,12 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	e.emit(&port.Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}, cause)
+	// Written after the result (resolve): see timeoutEvent.
+	e.timeoutEvent = &port.Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
 	e.resolve(p, outcome, answer, nil, 0, nowMs, cause)
-}
-
-// fallback is what an intent that gets no answer resolves with: the cache,
-// else the static answer, else nothing (timed_out).
-func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outcome, schemas.FallbackKind) {
-	if p.route.cacheKey != "" {
-		if a, _, ok := e.cache.Get(p.route.name, p.cacheKey, p.route.cacheMaxAge, nowMs); ok {
-			j := schemas.JSON(a)
-			return &j, schemas.OutcomeFallbackCache, schemas.FallbackCache
-		}
-	}
-	if p.route.static != nil {
-		return p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
-	}
-	return nil, schemas.OutcomeTimedOut, schemas.FallbackNone
 }
 
 // resolve writes the intent's one result, tombstones its pending state, and
@@ -516,6 +508,10 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if err != nil {
 		e.encodeFailed(cause, err)
 		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
+		if te := e.timeoutEvent; te != nil {
+			e.timeoutEvent = nil
+			e.emit(te, cause)
+		}
 		return
 	}
 	key := p.keyBytes()
@@ -538,6 +534,10 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		// second result, which at_least_once allows), not a marker that
 		// makes the takeover skip an intent whose result was lost.
 		result.Then = e.arena.output(p.changelog(e.topics.Pending, state))
+	}
+	if te := e.timeoutEvent; te != nil { // result, timeout event, marker
+		e.timeoutEvent = nil
+		te.Then, result.Then = result.Then, te
 	}
 	e.emit(result, cause)
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))

@@ -57,3 +57,18 @@ func cacheKeyOf(key string, req *schemas.IntentRequest) string {
 	}
 	return k
 }
+
+// fallback is what an intent that gets no answer resolves with: the cache,
+// else the static answer, else nothing (timed_out).
+func (e *engine) fallback(p *pending, nowMs int64) (*schemas.JSON, schemas.Outcome, schemas.FallbackKind) {
+	if p.route.cacheKey != "" {
+		if a, _, ok := e.cache.Get(p.route.name, p.cacheKey, p.route.cacheMaxAge, nowMs); ok {
+			j := schemas.JSON(a)
+			return &j, schemas.OutcomeFallbackCache, schemas.FallbackCache
+		}
+	}
+	if p.route.static != nil {
+		return p.route.static, schemas.OutcomeFallbackStatic, schemas.FallbackStatic
+	}
+	return nil, schemas.OutcomeTimedOut, schemas.FallbackNone
+}

@@ -72,8 +72,7 @@ func TestAtLeastOnceRevokeWaitsForATimersResult(t *testing.T) {
 	h.sink.Hold()
 	t.Cleanup(h.sink.Release)
 	h.advance(300 * time.Millisecond) // the deadline
-	h.timeoutEvent(1)
-	h.result(1)
+	h.result(1)                       // its timeout event, then its marker, follow its acknowledgement
 	h.settle()
 	waits := h.revokeWaits(false)
 	if waits {
@@ -83,6 +82,7 @@ func TestAtLeastOnceRevokeWaitsForATimersResult(t *testing.T) {
 	if !h.markerWritten("f-1") {
 		t.Fatalf("the revocation ended before the timed-out intent's resolution marker was written (waited: %v)", waits)
 	}
+	h.timeoutEvent(1)
 }
 
 // markerWritten reports whether id's resolution marker has been produced.

@@ -211,3 +211,30 @@ func TestAtLeastOnceResolvedWhileItsStateWaitsForTheDispatch(t *testing.T) {
 		t.Fatalf("s-1's changelog records: %d, the last resolved=%v; want the resolution marker alone", len(states), len(states) > 0 && states[len(states)-1].ResolvedAt != nil)
 	}
 }
+
+// A timed-out intent's timeout event is written after its result and before
+// its resolution marker: a crash after the event but before the result
+// left an event whose result was lost, and the next owner, which resolved
+// the intent again, could pair a late answer: a timeout event for an
+// intent answered (the chaos test's timeout_orphans, under at_least_once
+// with a broker restart). Now such a crash leaves at most a result without
+// its marker, and the intent is resolved a second time, as at_least_once
+// allows.
+func TestAtLeastOnceWritesTheTimeoutEventAfterTheResult(t *testing.T) {
+	h := start(t, testConfig, config.AtLeastOnce)
+	h.request("f-1", "fraud_check", `{"amount":1}`)
+	h.wait(slowTopic, 1)
+	h.sink.Hold()
+	t.Cleanup(h.sink.Release)
+	h.advance(300 * time.Millisecond) // the deadline
+	h.result(1)
+	h.settle()
+	if n := h.sink.Count(timeoutsT); n != 0 {
+		t.Fatalf("%d timeout events before the result was acknowledged, want 0", n)
+	}
+	h.sink.Release()
+	if ev := h.timeoutEvent(1); ev.IntentID != "f-1" {
+		t.Fatalf("timeout event %+v", ev)
+	}
+	h.waitMarker("f-1")
+}
