@@ -86,8 +86,13 @@ func (s Settings) configMapFor(kind string, owned kafka.ConfigMap) (*kafka.Confi
 	return &cm, nil
 }
 
+// DefaultLingerMs is the linger.ms of every Switchboard producer unless
+// kafka.properties sets linger.ms or its alias queue.buffering.max.ms
+// (producerSettings); bench reports it.
+const DefaultLingerMs = 0
+
 // producerSettings are what every Switchboard producer uses, and a linger
-// of 0 unless kafka.properties sets linger.ms (or its alias
+// of DefaultLingerMs unless kafka.properties sets linger.ms (or its alias
 // queue.buffering.max.ms).
 //
 // librdkafka's default linger is 5 ms, and an intent crosses four producers
@@ -110,7 +115,7 @@ func producerSettings(s Settings) kafka.ConfigMap {
 	_, linger := s.Properties["linger.ms"]
 	_, alias := s.Properties["queue.buffering.max.ms"]
 	if !linger && !alias {
-		m["linger.ms"] = 0
+		m["linger.ms"] = DefaultLingerMs
 	}
 	return m
 }

@@ -423,3 +423,22 @@ func TestBenchPromHistogramStats(t *testing.T) {
 		t.Fatalf("no series: %+v", st)
 	}
 }
+
+// The report names the linger the run's producers used: Switchboard's
+// default (they send at once), or what kafka.properties sets.
+func TestBenchReportsTheLingerUsed(t *testing.T) {
+	for _, c := range []struct {
+		props map[string]string
+		want  string
+	}{
+		{nil, "0 (Switchboard's default)"},
+		{map[string]string{"linger.ms": "5"}, "5"},
+		{map[string]string{"queue.buffering.max.ms": "2"}, "2"},
+	} {
+		base := &config.Config{}
+		base.Kafka.Properties = c.props
+		if got := newBenchReport(&Options{Delivery: config.AtLeastOnce}, base).LingerMs; got != c.want {
+			t.Errorf("kafka.properties %v: linger_ms %q, want %q", c.props, got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/intents"
 	"github.com/switchboard-mcp/switchboard/router/config"
+	"github.com/switchboard-mcp/switchboard/router/kafkaio"
 	"github.com/switchboard-mcp/switchboard/schemas"
 )
 
@@ -176,7 +177,7 @@ func newBenchReport(o *Options, base *config.Config) *benchReport {
 		Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Brokers: base.Kafka.BootstrapServers,
 		Embedded: o.Embedded, Delivery: o.Delivery, Partitions: o.Partitions,
 		ServiceTimeMs: ms(o.ServiceTime.Microseconds()), IgnoreRate: o.IgnoreRate, ErrorRate: o.ErrorRate,
-		TimeoutMs: ms(o.Timeout.Microseconds()), PayloadBytes: o.PayloadBytes, LingerMs: "5 (librdkafka's default)",
+		TimeoutMs: ms(o.Timeout.Microseconds()), PayloadBytes: o.PayloadBytes, LingerMs: strconv.Itoa(kafkaio.DefaultLingerMs) + " (Switchboard's default)",
 	}
 	if o.Embedded {
 		r.Brokers = "embedded"
