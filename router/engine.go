@@ -114,12 +114,6 @@ type engine struct {
 	nowMs      int64                      // the time of the current tick, for the wheel's callback
 
 	deferred deferredStates // at_least_once: pending states written late (persist.go)
-	// timeoutEvent is timeOut's event for the intent it resolves: resolve
-	// writes it after the result and before the resolution marker, so that
-	// under at_least_once a crash between them leaves the intent to be
-	// resolved again (a second result, which at_least_once allows), never a
-	// timeout event whose result was lost and replaced by an answer.
-	timeoutEvent *port.Output
 
 	// agentList is agents by name; woken are the agents whose queue may
 	// move after the current event (see admission.go).
@@ -451,17 +445,25 @@ func (e *engine) timeOut(p *pending, nowMs int64, reason schemas.TimeoutReason, 
 		e.encodeFailed(cause, err)
 		return
 	}
-	// Written after the result (resolve): see timeoutEvent.
-	e.timeoutEvent = &port.Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}
 	if c := p.route.m.timeouts[reason]; c != nil {
 		c.Inc()
 	}
-	e.resolve(p, outcome, answer, nil, 0, nowMs, cause)
+	event := &port.Output{Topic: e.topics.Timeouts, Key: p.keyBytes(), Value: value, Headers: p.headers()}
+	e.resolveWith(p, outcome, answer, nil, 0, nowMs, cause, event)
 }
 
 // resolve writes the intent's one result, tombstones its pending state, and
 // forgets it. cause is the record that resolved it (nil for a timer).
 func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track) {
+	e.resolveWith(p, outcome, answer, errInfo, answeredAt, nowMs, cause, nil)
+}
+
+// resolveWith is resolve with the intent's timeout event (timeOut), if
+// any, written after the result and before the resolution marker: under
+// at_least_once a crash between them leaves the intent to be resolved
+// again (a second result, which at_least_once allows), never a timeout
+// event whose result was lost and replaced by an answer.
+func (e *engine) resolveWith(p *pending, outcome schemas.Outcome, answer *schemas.JSON, errInfo *schemas.ErrorInfo, answeredAt, nowMs int64, cause *track, event *port.Output) {
 	if j := e.resolving(p, cause); j != cause {
 		defer e.unhold(j, cause)
 		cause = j
@@ -508,9 +510,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 	if err != nil {
 		e.encodeFailed(cause, err)
 		e.resolved.add(p.key, p.resolvedEntry(outcome, p.persisted))
-		if te := e.timeoutEvent; te != nil {
-			e.timeoutEvent = nil
-			e.emit(te, cause)
+		if event != nil {
+			e.emit(event, cause)
 		}
 		return
 	}
@@ -535,9 +536,8 @@ func (e *engine) resolve(p *pending, outcome schemas.Outcome, answer *schemas.JS
 		// makes the takeover skip an intent whose result was lost.
 		result.Then = e.arena.output(p.changelog(e.topics.Pending, state))
 	}
-	if te := e.timeoutEvent; te != nil { // result, timeout event, marker
-		e.timeoutEvent = nil
-		te.Then, result.Then = result.Then, te
+	if event != nil { // result, timeout event, marker
+		event.Then, result.Then = result.Then, event
 	}
 	e.emit(result, cause)
 	e.resolved.add(p.key, p.resolvedEntry(outcome, remember))
